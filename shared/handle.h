@@ -1,0 +1,43 @@
+// The wire form of a handle: an opaque 64-bit value naming a table entry by
+// kind, slot and generation. Never a pointer. A freed slot's generation moves
+// on, so an old handle never resolves to the object that reuses the slot.
+#ifndef HRX_SHARED_HANDLE_H_
+#define HRX_SHARED_HANDLE_H_
+
+#include <cstdint>
+#include <string_view>
+
+namespace hrx::shared {
+
+enum class HandleKind : uint8_t {
+  kInvalid = 0,
+  kSession = 1,
+  kBuffer = 2,
+  kStream = 3,
+};
+
+std::string_view HandleKindName(HandleKind kind);
+
+struct Handle {
+  HandleKind kind = HandleKind::kInvalid;
+  uint32_t slot = 0;
+  uint32_t generation = 0;  // 24 bits on the wire; 0 is never issued
+
+  static constexpr uint32_t kGenerationMask = (1u << 24) - 1;
+
+  // Layout, most significant first: kind (8 bits), generation (24), slot (32).
+  uint64_t Encode() const {
+    return (uint64_t{static_cast<uint8_t>(kind)} << 56) |
+           (uint64_t{generation & kGenerationMask} << 32) | slot;
+  }
+  static Handle Decode(uint64_t wire) {
+    return Handle{static_cast<HandleKind>(wire >> 56),
+                  static_cast<uint32_t>(wire & 0xffffffffu),
+                  static_cast<uint32_t>((wire >> 32) & kGenerationMask)};
+  }
+  friend bool operator==(const Handle&, const Handle&) = default;
+};
+
+}  // namespace hrx::shared
+
+#endif  // HRX_SHARED_HANDLE_H_
