@@ -1,0 +1,103 @@
+// The device abstraction everything above daemon/backend/ programs against.
+// Shaped after the HIP runtime: a device hands out allocations (device memory
+// or host-coherent mappings) and in-order native queues (hipStream_t); work is
+// enqueued asynchronously and completion is observed through monotonic fences
+// (hipEvent_t) or host callbacks (hipLaunchHostFunc). Nothing above this layer
+// knows which backend runs.
+//
+// Thread safety: Backend and Queue methods may be called from any thread.
+#ifndef HRX_DAEMON_BACKEND_BACKEND_H_
+#define HRX_DAEMON_BACKEND_BACKEND_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace hrx::backend {
+
+enum class MemoryKind {
+  kDevice,        // device memory (on an APU, also system memory)
+  kHostCoherent,  // host memory the device reads and writes coherently
+};
+
+struct DeviceProperties {
+  std::string backend;  // "cpu" or "hip"
+  std::string name;     // human-readable device name
+  std::string target;   // exact compiler target: "gfx1151", "sm_90", "x86_64"
+  uint64_t memory_bytes = 0;  // what this backend may hand out in total
+};
+
+// One allocation. It lives while anything holds a MemoryRef: the daemon's
+// buffer table and every queued command that uses it, so freeing a buffer
+// with work still queued against it never frees memory under the device.
+class Memory {
+ public:
+  virtual ~Memory() = default;
+  virtual uint64_t size() const = 0;
+  virtual MemoryKind kind() const = 0;
+};
+using MemoryRef = std::shared_ptr<Memory>;
+
+// Per-queue, monotonic. Fence N is complete once the command that returned N
+// and everything enqueued on that queue before it have completed.
+using Fence = uint64_t;
+
+// Called once on a backend thread with the queue's status (OK, or the first
+// device fault on the queue). Must not block and must not enqueue work.
+using CompletionCallback = std::function<void(absl::Status)>;
+
+// A native in-order queue. Commands run in enqueue order. Offsets and lengths
+// are trusted: the core has checked them against Memory::size().
+class Queue {
+ public:
+  virtual ~Queue() = default;  // drains queued work first
+
+  virtual absl::StatusOr<Fence> EnqueueFill(const MemoryRef& dst,
+                                            uint64_t offset, uint64_t length,
+                                            uint8_t value) = 0;
+  virtual absl::StatusOr<Fence> EnqueueCopy(const MemoryRef& dst,
+                                            uint64_t dst_offset,
+                                            const MemoryRef& src,
+                                            uint64_t src_offset,
+                                            uint64_t length) = 0;
+  // Host to device. The queue keeps `bytes` alive until the write completes.
+  virtual absl::StatusOr<Fence> EnqueueWrite(
+      const MemoryRef& dst, uint64_t offset,
+      std::shared_ptr<const std::string> bytes) = 0;
+  // Device to host. `host` must stay valid until the returned fence completes.
+  virtual absl::StatusOr<Fence> EnqueueRead(const MemoryRef& src,
+                                            uint64_t offset, uint64_t length,
+                                            void* host) = 0;
+  // Runs `callback` once everything enqueued before it has completed.
+  virtual absl::StatusOr<Fence> EnqueueHostCallback(
+      CompletionCallback callback) = 0;
+
+  // The highest fence known complete; never decreases.
+  virtual Fence completed() const = 0;
+  // Blocks until `fence` completes; returns the queue's status.
+  virtual absl::Status Wait(Fence fence) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const DeviceProperties& properties() const = 0;
+
+  // RESOURCE_EXHAUSTED when the allocation would pass properties().memory_bytes.
+  virtual absl::StatusOr<MemoryRef> Allocate(uint64_t bytes, MemoryKind kind,
+                                             bool zeroed) = 0;
+  virtual absl::StatusOr<std::unique_ptr<Queue>> CreateQueue() = 0;
+
+  // Bytes held by live allocations, including freed buffers still referenced
+  // by queued commands.
+  virtual uint64_t bytes_in_use() const = 0;
+};
+
+}  // namespace hrx::backend
+
+#endif  // HRX_DAEMON_BACKEND_BACKEND_H_

@@ -1,0 +1,64 @@
+// A native queue of the CPU backend: one worker thread running an ordered
+// command list. Each command gets the next fence value; the worker publishes
+// it after the command ran, so fences complete in order.
+#ifndef HRX_DAEMON_BACKEND_CPU_CPU_QUEUE_H_
+#define HRX_DAEMON_BACKEND_CPU_CPU_QUEUE_H_
+
+#include <deque>
+#include <functional>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/backend/backend.h"
+
+namespace hrx::backend {
+
+class CpuQueue final : public Queue {
+ public:
+  CpuQueue();
+  ~CpuQueue() override;  // runs everything queued, then joins the worker
+  CpuQueue(const CpuQueue&) = delete;
+  CpuQueue& operator=(const CpuQueue&) = delete;
+
+  absl::StatusOr<Fence> EnqueueFill(const MemoryRef& dst, uint64_t offset,
+                                    uint64_t length, uint8_t value) override;
+  absl::StatusOr<Fence> EnqueueCopy(const MemoryRef& dst, uint64_t dst_offset,
+                                    const MemoryRef& src, uint64_t src_offset,
+                                    uint64_t length) override;
+  absl::StatusOr<Fence> EnqueueWrite(
+      const MemoryRef& dst, uint64_t offset,
+      std::shared_ptr<const std::string> bytes) override;
+  absl::StatusOr<Fence> EnqueueRead(const MemoryRef& src, uint64_t offset,
+                                    uint64_t length, void* host) override;
+  absl::StatusOr<Fence> EnqueueHostCallback(
+      CompletionCallback callback) override;
+
+  Fence completed() const override;
+  absl::Status Wait(Fence fence) override;
+
+ private:
+  // A command returns its failure, which becomes the queue's sticky status.
+  using Work = std::function<absl::Status()>;
+  struct Entry {
+    Fence fence;
+    Work work;
+    CompletionCallback callback;  // set for host callbacks only
+  };
+
+  Fence Enqueue(Work work, CompletionCallback callback);
+  void RunWorker();
+
+  mutable absl::Mutex mu_;
+  std::deque<Entry> pending_ ABSL_GUARDED_BY(mu_);
+  Fence submitted_ ABSL_GUARDED_BY(mu_) = 0;
+  Fence completed_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  std::thread worker_;  // last: starts after the members above exist
+};
+
+}  // namespace hrx::backend
+
+#endif  // HRX_DAEMON_BACKEND_CPU_CPU_QUEUE_H_
