@@ -1,0 +1,44 @@
+// hrxd: parse flags, then hand over to hrx::daemon::Run.
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "daemon/run.h"
+
+ABSL_FLAG(std::string, socket, "",
+          "Unix socket path (default $XDG_RUNTIME_DIR/hrxd/hrxd.sock, else "
+          "/tmp/hrxd-$UID/hrxd.sock)");
+ABSL_FLAG(std::string, backend, "auto", "auto, cpu or hip");
+ABSL_FLAG(std::string, log_level, "info",
+          "trace, debug, info, warn, error, critical or off");
+ABSL_FLAG(uint64_t, cpu_memory_bytes, 0,
+          "device memory of the cpu backend in bytes (0: half of RAM)");
+ABSL_FLAG(uint32_t, queue_count, 8, "size of the native queue pool");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("hrxd: the hrx GPU daemon");
+  // Accept --log-level as well as --log_level.
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--log-level", 0) == 0) {
+      static std::string rewritten;
+      rewritten = "--log_level" + arg.substr(11);
+      argv[i] = rewritten.data();
+    }
+  }
+  absl::ParseCommandLine(argc, argv);
+  hrx::daemon::DaemonOptions options;
+  options.socket_path = absl::GetFlag(FLAGS_socket);
+  options.backend = absl::GetFlag(FLAGS_backend);
+  options.log_level = absl::GetFlag(FLAGS_log_level);
+  options.cpu_memory_bytes = absl::GetFlag(FLAGS_cpu_memory_bytes);
+  options.queue_count = absl::GetFlag(FLAGS_queue_count);
+  const absl::Status status = hrx::daemon::Run(options);
+  if (!status.ok()) {
+    std::fprintf(stderr, "hrxd: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}

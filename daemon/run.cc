@@ -1,0 +1,92 @@
+#include "daemon/run.h"
+
+#include <signal.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "daemon/backend/factory.h"
+#include "daemon/core/core.h"
+#include "daemon/logging.h"
+#include "daemon/server/server.h"
+#include "daemon/socket_guard.h"
+#include "shared/bytes.h"
+#include "shared/socket_path.h"
+#include "shared/status_macros.h"
+
+namespace hrx::daemon {
+namespace {
+
+// How long calls in progress get to finish at shutdown before cancellation.
+constexpr absl::Duration kShutdownGrace = absl::Seconds(10);
+
+sigset_t StopSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  return signals;
+}
+
+int WaitForStopSignal(const sigset_t& signals) {
+  int signal_number = 0;
+  while (sigwait(&signals, &signal_number) != 0) {
+  }
+  return signal_number;
+}
+
+}  // namespace
+
+absl::Status Run(const DaemonOptions& options) {
+  const sigset_t stop_signals = StopSignals();
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  HRX_RETURN_IF_ERROR(InitLogging(options.log_level));
+  auto log = Logger("daemon");
+  if (options.queue_count == 0) {
+    return absl::InvalidArgumentError(
+        "bad_queue_count: --queue_count=0: the queue pool needs at least one "
+        "queue. Fix: pass a positive --queue_count (default 8).");
+  }
+  const std::string socket_path = options.socket_path.empty()
+                                      ? shared::DefaultSocketPath()
+                                      : options.socket_path;
+  HRX_ASSIGN_OR_RETURN(std::unique_ptr<SocketGuard> guard,
+                       SocketGuard::Claim(socket_path));
+
+  auto backend_log = Logger("backend");
+  HRX_ASSIGN_OR_RETURN(
+      std::unique_ptr<backend::Backend> backend,
+      backend::OpenBackend({options.backend, options.cpu_memory_bytes},
+                           *backend_log));
+  const backend::DeviceProperties properties = backend->properties();
+  auto core = std::make_unique<Core>(std::move(backend),
+                                     CoreOptions{options.queue_count});
+  HRX_ASSIGN_OR_RETURN(std::unique_ptr<DaemonServer> server,
+                       DaemonServer::Start(*core, socket_path));
+  HRX_RETURN_IF_ERROR(guard->RestrictSocketMode());
+
+  log->info("hrxd listening on unix:{} (backend {}, device \"{}\", target {}, "
+            "{} of device memory, {} queues)",
+            socket_path, properties.backend, properties.name,
+            properties.target, shared::FormatBytes(properties.memory_bytes),
+            options.queue_count);
+  std::printf("hrxd is listening on %s\ntry:  bazel-bin/client/hrxctl "
+              "--socket=%s status\n",
+              socket_path.c_str(), socket_path.c_str());
+  std::fflush(stdout);
+
+  const int signal_number = WaitForStopSignal(stop_signals);
+  log->info("received {}: no longer accepting calls, draining queued work",
+            signal_number == SIGINT ? "SIGINT" : "SIGTERM");
+  server->Shutdown(kShutdownGrace);
+  core->Drain();
+  server.reset();
+  core.reset();
+  guard.reset();
+  log->info("stopped cleanly");
+  return absl::OkStatus();
+}
+
+}  // namespace hrx::daemon

@@ -1,0 +1,28 @@
+// hrxd's life: claim the socket, open the backend, serve until SIGINT or
+// SIGTERM, then stop accepting, drain queued work and clean up.
+#ifndef HRX_DAEMON_RUN_H_
+#define HRX_DAEMON_RUN_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace hrx::daemon {
+
+struct DaemonOptions {
+  std::string socket_path;          // empty: shared::DefaultSocketPath()
+  std::string backend = "auto";     // auto, cpu or hip
+  std::string log_level = "info";
+  uint64_t cpu_memory_bytes = 0;    // 0: half of physical memory
+  uint32_t queue_count = 8;         // size of the native queue pool
+};
+
+// Blocks until a stop signal; OK after a clean shutdown. Must be called
+// before the process starts other threads (it blocks the stop signals in
+// the calling thread so every thread it starts inherits the mask).
+absl::Status Run(const DaemonOptions& options);
+
+}  // namespace hrx::daemon
+
+#endif  // HRX_DAEMON_RUN_H_

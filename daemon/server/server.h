@@ -1,0 +1,43 @@
+// The gRPC server: the hrx.v1 services plus the standard health service and
+// server reflection, so any gRPC tool can discover and call the daemon.
+#ifndef HRX_DAEMON_SERVER_SERVER_H_
+#define HRX_DAEMON_SERVER_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/core/core.h"
+#include "grpcpp/server.h"
+
+namespace hrx::daemon {
+
+// Largest request the daemon accepts. Bulk data belongs in shared memory;
+// inline uploads are chunked by the client well below this.
+inline constexpr int kMaxRequestBytes = 16 << 20;
+
+class Services;
+
+class DaemonServer {
+ public:
+  // Listens on the Unix socket at `socket_path` (which must not exist).
+  static absl::StatusOr<std::unique_ptr<DaemonServer>> Start(
+      Core& core, const std::string& socket_path);
+  ~DaemonServer();
+
+  // Stops accepting calls and waits up to `grace` for calls in progress
+  // (including ones waiting for the device) before cancelling the rest.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  DaemonServer(std::unique_ptr<Services> services,
+               std::unique_ptr<grpc::Server> server);
+
+  std::unique_ptr<Services> services_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+}  // namespace hrx::daemon
+
+#endif  // HRX_DAEMON_SERVER_SERVER_H_

@@ -1,0 +1,101 @@
+// The hrx.v1 gRPC services: translation only. Each method identifies the
+// caller, decodes the request, calls Core and encodes the reply; any method
+// that waits for the device finishes its reactor from Core's callback, so no
+// gRPC thread blocks on the device.
+#ifndef HRX_DAEMON_SERVER_SERVICES_H_
+#define HRX_DAEMON_SERVER_SERVICES_H_
+
+#include "daemon/core/core.h"
+#include "hrx/v1/buffer.grpc.pb.h"
+#include "hrx/v1/device.grpc.pb.h"
+#include "hrx/v1/session.grpc.pb.h"
+#include "hrx/v1/status.grpc.pb.h"
+#include "hrx/v1/stream.grpc.pb.h"
+
+namespace hrx::daemon {
+
+class SessionsService final : public hrx::v1::Sessions::CallbackService {
+ public:
+  explicit SessionsService(Core& core) : core_(core) {}
+  grpc::ServerUnaryReactor* OpenSession(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::OpenSessionRequest* request,
+      hrx::v1::OpenSessionResponse* response) override;
+  grpc::ServerUnaryReactor* CloseSession(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::CloseSessionRequest* request,
+      hrx::v1::CloseSessionResponse* response) override;
+
+ private:
+  Core& core_;
+};
+
+class DevicesService final : public hrx::v1::Devices::CallbackService {
+ public:
+  explicit DevicesService(Core& core) : core_(core) {}
+  grpc::ServerUnaryReactor* GetDeviceInfo(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::GetDeviceInfoRequest* request,
+      hrx::v1::DeviceInfo* response) override;
+
+ private:
+  Core& core_;
+};
+
+class BuffersService final : public hrx::v1::Buffers::CallbackService {
+ public:
+  explicit BuffersService(Core& core) : core_(core) {}
+  grpc::ServerUnaryReactor* Allocate(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::AllocateRequest* request,
+      hrx::v1::AllocateResponse* response) override;
+  grpc::ServerUnaryReactor* Free(grpc::CallbackServerContext* context,
+                                 const hrx::v1::FreeRequest* request,
+                                 hrx::v1::FreeResponse* response) override;
+
+ private:
+  Core& core_;
+};
+
+class StreamsService final : public hrx::v1::Streams::CallbackService {
+ public:
+  explicit StreamsService(Core& core) : core_(core) {}
+  grpc::ServerUnaryReactor* CreateStream(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::CreateStreamRequest* request,
+      hrx::v1::CreateStreamResponse* response) override;
+  grpc::ServerUnaryReactor* DestroyStream(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::DestroyStreamRequest* request,
+      hrx::v1::DestroyStreamResponse* response) override;
+  grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context,
+                                   const hrx::v1::SubmitRequest* request,
+                                   hrx::v1::SubmitResponse* response) override;
+  grpc::ServerUnaryReactor* Synchronize(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::SynchronizeRequest* request,
+      hrx::v1::SynchronizeResponse* response) override;
+  grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext* context,
+                                 const hrx::v1::ReadRequest* request,
+                                 hrx::v1::ReadResponse* response) override;
+
+ private:
+  Core& core_;
+};
+
+class DaemonStatusService final
+    : public hrx::v1::DaemonStatus::CallbackService {
+ public:
+  explicit DaemonStatusService(Core& core) : core_(core) {}
+  grpc::ServerUnaryReactor* GetStatus(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::GetStatusRequest* request,
+      hrx::v1::GetStatusResponse* response) override;
+
+ private:
+  Core& core_;
+};
+
+}  // namespace hrx::daemon
+
+#endif  // HRX_DAEMON_SERVER_SERVICES_H_

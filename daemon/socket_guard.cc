@@ -1,0 +1,168 @@
+#include "daemon/socket_guard.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace hrx::daemon {
+namespace {
+
+constexpr mode_t kDirectoryMode = 0700;
+constexpr mode_t kSocketMode = 0660;
+
+std::string Errno(int error) { return std::strerror(error); }
+
+std::string Dirname(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+absl::Status PrepareDirectory(const std::string& dir) {
+  if (mkdir(dir.c_str(), kDirectoryMode) != 0 && errno != EEXIST) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "socket_dir_failed: cannot create socket directory %s: %s. Fix: "
+        "create its parent or pass --socket in a writable directory.",
+        dir, Errno(errno)));
+  }
+  struct stat info {};
+  if (lstat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "socket_dir_failed: %s is not a directory. Fix: remove it or pass "
+        "--socket elsewhere.",
+        dir));
+  }
+  // Someone else's directory (say, a pre-created /tmp/hrxd-UID) could let
+  // them swap the socket: refuse rather than trust it.
+  if (info.st_uid != geteuid()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "socket_dir_foreign: socket directory %s belongs to uid %u, not to "
+        "this daemon's uid %u. Fix: remove the directory or pass --socket "
+        "in a directory you own.",
+        dir, info.st_uid, geteuid()));
+  }
+  if ((info.st_mode & 0777) != kDirectoryMode &&
+      chmod(dir.c_str(), kDirectoryMode) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "socket_dir_failed: chmod 0700 %s: %s. Fix: check the directory's "
+        "ownership.",
+        dir, Errno(errno)));
+  }
+  return absl::OkStatus();
+}
+
+// True when something accepts connections on `path`.
+bool SomeoneListens(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+  const bool connected =
+      connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  close(fd);
+  return connected;
+}
+
+std::string ReadHolderPid(int fd) {
+  char buffer[32] = {};
+  const ssize_t n = pread(fd, buffer, sizeof(buffer) - 1, 0);
+  if (n <= 0) return "unknown";
+  std::string pid(buffer, static_cast<size_t>(n));
+  while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) {
+    pid.pop_back();
+  }
+  return pid;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SocketGuard>> SocketGuard::Claim(
+    const std::string& socket_path) {
+  if (socket_path.empty() ||
+      socket_path.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "socket_path_too_long: socket path %s is %u bytes; a Unix socket path "
+        "must be 1 to %u bytes. Fix: pass a shorter --socket.",
+        socket_path, socket_path.size(), sizeof(sockaddr_un{}.sun_path) - 1));
+  }
+  if (absl::Status dir = PrepareDirectory(Dirname(socket_path)); !dir.ok()) {
+    return dir;
+  }
+  const std::string lock_path = absl::StrCat(socket_path, ".lock");
+  const int lock_fd =
+      open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd < 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "socket_lock_failed: open %s: %s. Fix: check the socket directory's "
+        "permissions.",
+        lock_path, Errno(errno)));
+  }
+  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    const std::string holder = ReadHolderPid(lock_fd);
+    close(lock_fd);
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "socket_in_use: another hrxd (pid %s) holds %s. Fix: stop that daemon "
+        "or pass a different --socket.",
+        holder, socket_path));
+  }
+  // The lock is ours, so a socket file left here belongs to a dead daemon,
+  // unless something other than hrxd listens on it.
+  if (SomeoneListens(socket_path)) {
+    close(lock_fd);
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "socket_in_use: a process that is not an hrxd is listening on %s. "
+        "Fix: stop it or pass a different --socket.",
+        socket_path));
+  }
+  if (unlink(socket_path.c_str()) != 0 && errno != ENOENT) {
+    close(lock_fd);
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "socket_stale: cannot remove stale socket %s: %s. Fix: remove it by "
+        "hand.",
+        socket_path, Errno(errno)));
+  }
+  const std::string pid = absl::StrCat(getpid(), "\n");
+  if (ftruncate(lock_fd, 0) != 0 ||
+      pwrite(lock_fd, pid.data(), pid.size(), 0) !=
+          static_cast<ssize_t>(pid.size())) {
+    // The pid is only for messages; the lock itself is what counts.
+  }
+  return std::unique_ptr<SocketGuard>(
+      new SocketGuard(socket_path, lock_path, lock_fd));
+}
+
+SocketGuard::SocketGuard(std::string socket_path, std::string lock_path,
+                         int lock_fd)
+    : socket_path_(std::move(socket_path)),
+      lock_path_(std::move(lock_path)),
+      lock_fd_(lock_fd) {}
+
+SocketGuard::~SocketGuard() {
+  unlink(socket_path_.c_str());
+  unlink(lock_path_.c_str());
+  close(lock_fd_);  // releases the lock last
+}
+
+absl::Status SocketGuard::RestrictSocketMode() const {
+  if (chmod(socket_path_.c_str(), kSocketMode) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "socket_mode_failed: chmod 0660 %s: %s. Fix: check the socket "
+        "directory's permissions.",
+        socket_path_, Errno(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace hrx::daemon
