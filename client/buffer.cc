@@ -1,0 +1,63 @@
+#include "hrx/buffer.h"
+
+#include <utility>
+
+#include "client/internal/connection.h"
+#include "shared/span_check.h"
+
+namespace hrx {
+
+absl::StatusOr<View> View::Slice(uint64_t offset, uint64_t length) const {
+  if (absl::Status span = shared::CheckSpan("slice view", offset, length,
+                                            length_);
+      !span.ok()) {
+    return span;
+  }
+  return View(handle_, brand_, offset_ + offset, length);
+}
+
+Buffer::Buffer(std::shared_ptr<client::internal::Connection> connection,
+               uint64_t handle, uint64_t bytes)
+    : connection_(std::move(connection)), handle_(handle), bytes_(bytes) {}
+
+Buffer::Buffer(Buffer&& other) noexcept
+    : connection_(std::move(other.connection_)),
+      handle_(std::exchange(other.handle_, 0)),
+      bytes_(std::exchange(other.bytes_, 0)) {}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    (void)Free();
+    connection_ = std::move(other.connection_);
+    handle_ = std::exchange(other.handle_, 0);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+Buffer::~Buffer() { (void)Free(); }
+
+View Buffer::Binding() const {
+  return View(handle_, connection_ ? connection_->brand() : 0, 0, bytes_);
+}
+
+absl::StatusOr<View> Buffer::Slice(uint64_t offset, uint64_t length) const {
+  return Binding().Slice(offset, length);
+}
+
+absl::Status Buffer::Free() {
+  if (connection_ == nullptr) return absl::OkStatus();
+  std::shared_ptr<client::internal::Connection> connection =
+      std::move(connection_);
+  // Commands already issued against this buffer go out first, so the daemon
+  // sees them before the free and keeps the memory until they ran.
+  (void)connection->FlushAll();
+  auto context = connection->Context();
+  hrx::v1::FreeRequest request;
+  request.set_buffer(std::exchange(handle_, 0));
+  hrx::v1::FreeResponse response;
+  return connection->Check(
+      connection->buffers().Free(context.get(), request, &response));
+}
+
+}  // namespace hrx

@@ -1,0 +1,68 @@
+#include "hrx/client.h"
+
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "client/internal/connection.h"
+#include "client/internal/stream_state.h"
+#include "shared/socket_path.h"
+#include "shared/status_macros.h"
+
+namespace hrx {
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
+    const std::string& socket_path, const std::string& client_name) {
+  HRX_ASSIGN_OR_RETURN(
+      std::shared_ptr<client::internal::Connection> connection,
+      client::internal::Connection::Open(
+          shared::ResolveClientSocketPath(socket_path), client_name));
+  return std::unique_ptr<Client>(new Client(std::move(connection)));
+}
+
+absl::StatusOr<Device> Client::OpenDevice(int index) const {
+  if (index != 0) {
+    return absl::NotFoundError(absl::StrFormat(
+        "no_such_device: device index %d: this daemon owns one device, index "
+        "0. Fix: open device 0.",
+        index));
+  }
+  auto context = connection_->Context();
+  hrx::v1::GetDeviceInfoRequest request;
+  hrx::v1::DeviceInfo response;
+  HRX_RETURN_IF_ERROR(connection_->Check(
+      connection_->devices().GetDeviceInfo(context.get(), request, &response)));
+  return Device(connection_,
+                DeviceInfo{response.backend(), response.name(),
+                           response.target(), response.memory_bytes(),
+                           response.queue_count()});
+}
+
+absl::StatusOr<Device> Client::OpenDeviceFor(int index,
+                                             const std::string& target) const {
+  HRX_ASSIGN_OR_RETURN(Device device, OpenDevice(index));
+  if (device.target() != target) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "target_mismatch: workload requires %s, found %s. Fix: build the "
+        "workload for %s or run it where a %s device is served.",
+        target, device.target(), device.target(), target));
+  }
+  return device;
+}
+
+uint64_t Client::session() const { return connection_->session(); }
+
+const std::string& Client::socket_path() const {
+  return connection_->socket_path();
+}
+
+absl::StatusOr<Stream> Device::CreateStream() const {
+  auto context = connection_->Context();
+  hrx::v1::CreateStreamRequest request;
+  hrx::v1::CreateStreamResponse response;
+  HRX_RETURN_IF_ERROR(connection_->Check(
+      connection_->streams().CreateStream(context.get(), request, &response)));
+  return Stream(client::internal::StreamState::Create(
+      connection_, response.stream(), response.queue()));
+}
+
+}  // namespace hrx

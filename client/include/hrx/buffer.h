@@ -1,0 +1,81 @@
+// libhrx buffers and views: device allocations owned by the daemon, named by
+// handles, and checked byte ranges of them.
+//
+// Threading: a Buffer may be destroyed from any thread. Views are values.
+#ifndef HRX_CLIENT_INCLUDE_HRX_BUFFER_H_
+#define HRX_CLIENT_INCLUDE_HRX_BUFFER_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+
+namespace hrx {
+
+namespace client::internal {
+class Connection;
+}  // namespace client::internal
+
+class Buffer;
+
+// A checked range [offset, offset + length) of a buffer. Made only through
+// Buffer::Binding/Slice and View::Slice, so its range always lies inside the
+// buffer; the daemon checks it again. A View does not keep its buffer alive:
+// using one after the buffer is freed is refused by the daemon (NOT_FOUND,
+// "stale_handle").
+class View {
+ public:
+  // A subrange relative to this view; INVALID_ARGUMENT ("view_out_of_range")
+  // when offset + length passes the view's end, without wrapping.
+  absl::StatusOr<View> Slice(uint64_t offset, uint64_t length) const;
+
+  uint64_t buffer_handle() const { return handle_; }
+  uint64_t offset() const { return offset_; }  // from the buffer's start
+  uint64_t length() const { return length_; }
+  bool empty() const { return length_ == 0; }
+  uint64_t brand() const { return brand_; }
+
+ private:
+  friend class Buffer;
+  View(uint64_t handle, uint64_t brand, uint64_t offset, uint64_t length)
+      : handle_(handle), brand_(brand), offset_(offset), length_(length) {}
+
+  uint64_t handle_;
+  uint64_t brand_;
+  uint64_t offset_;
+  uint64_t length_;
+};
+
+// A device allocation. Move-only; destroying it frees the handle after
+// sending any commands the client has issued but not yet sent. The daemon
+// keeps the memory until queued uses complete.
+class Buffer {
+ public:
+  Buffer(Buffer&&) noexcept;
+  Buffer& operator=(Buffer&&) noexcept;
+  ~Buffer();
+
+  uint64_t bytes() const { return bytes_; }
+  uint64_t handle() const { return handle_; }
+
+  // The whole allocation.
+  View Binding() const;
+  // INVALID_ARGUMENT ("view_out_of_range") past the end.
+  absl::StatusOr<View> Slice(uint64_t offset, uint64_t length) const;
+
+  // Frees now and reports the daemon's answer (the destructor ignores it).
+  absl::Status Free();
+
+ private:
+  friend class Stream;
+  Buffer(std::shared_ptr<client::internal::Connection> connection,
+         uint64_t handle, uint64_t bytes);
+
+  std::shared_ptr<client::internal::Connection> connection_;
+  uint64_t handle_ = 0;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace hrx
+
+#endif  // HRX_CLIENT_INCLUDE_HRX_BUFFER_H_

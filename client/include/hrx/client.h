@@ -1,0 +1,81 @@
+// libhrx: the client library of the hrx GPU daemon. A program connects to
+// the daemon, opens its device and creates streams, much as it would with an
+// in-process GPU runtime:
+//
+//   auto client = hrx::Client::Connect();           // HRXD_SOCKET or default
+//   auto device = (*client)->OpenDevice(0);
+//   auto stream = device->CreateStream();
+//   auto buffer = stream->Allocate(1 << 20);
+//   stream->Fill(buffer->Binding(), 0xab);
+//   stream->Synchronize();
+//
+// Every call returns absl::Status or absl::StatusOr; refusals carry the
+// canonical gRPC code and a message ending in "Fix: ...".
+//
+// Threading: Client and Device are thread-safe; see stream.h for streams.
+#ifndef HRX_CLIENT_INCLUDE_HRX_CLIENT_H_
+#define HRX_CLIENT_INCLUDE_HRX_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "hrx/buffer.h"
+#include "hrx/stream.h"
+
+namespace hrx {
+
+struct DeviceInfo {
+  std::string backend;  // "cpu" or "hip"
+  std::string name;
+  std::string target;   // exact compiler target
+  uint64_t memory_bytes = 0;
+  uint32_t queue_count = 0;
+};
+
+class Device {
+ public:
+  const DeviceInfo& info() const { return info_; }
+  const std::string& target() const { return info_.target; }
+
+  // A stream on the daemon's bounded queue pool (round-robin).
+  absl::StatusOr<Stream> CreateStream() const;
+
+ private:
+  friend class Client;
+  Device(std::shared_ptr<client::internal::Connection> connection,
+         DeviceInfo info)
+      : connection_(std::move(connection)), info_(std::move(info)) {}
+  std::shared_ptr<client::internal::Connection> connection_;
+  DeviceInfo info_;
+};
+
+class Client {
+ public:
+  // Opens a session with the daemon at `socket_path`, else $HRXD_SOCKET,
+  // else the default per-user socket. UNAVAILABLE naming the path when no
+  // daemon answers there.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(
+      const std::string& socket_path = "",
+      const std::string& client_name = "");
+
+  // NOT_FOUND for an index the daemon does not have (it owns device 0).
+  absl::StatusOr<Device> OpenDevice(int index) const;
+  // As OpenDevice, and FAILED_PRECONDITION ("target_mismatch") naming the
+  // found target when it is not `target`.
+  absl::StatusOr<Device> OpenDeviceFor(int index,
+                                       const std::string& target) const;
+
+  uint64_t session() const;
+  const std::string& socket_path() const;
+
+ private:
+  explicit Client(std::shared_ptr<client::internal::Connection> connection)
+      : connection_(std::move(connection)) {}
+  std::shared_ptr<client::internal::Connection> connection_;
+};
+
+}  // namespace hrx
+
+#endif  // HRX_CLIENT_INCLUDE_HRX_CLIENT_H_

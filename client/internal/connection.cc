@@ -1,0 +1,121 @@
+#include "client/internal/connection.h"
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "shared/grpc_status.h"
+#include "shared/socket_path.h"
+
+namespace hrx::client::internal {
+namespace {
+
+// How long Open waits for the daemon to answer before reporting UNAVAILABLE.
+constexpr auto kConnectTimeout = std::chrono::seconds(5);
+
+uint64_t NextBrand() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
+}
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& socket_path) {
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(kMaxReplyBytes);
+  arguments.SetMaxSendMessageSize(kMaxReplyBytes);
+  return grpc::CreateCustomChannel(absl::StrCat("unix:", socket_path),
+                                   grpc::InsecureChannelCredentials(),
+                                   arguments);
+}
+
+absl::Status CallStatus(const grpc::Status& status,
+                        const std::string& socket_path) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
+      status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return shared::FromGrpcStatus(status);
+  }
+  struct stat info {};
+  const bool exists = stat(socket_path.c_str(), &info) == 0;
+  return absl::UnavailableError(absl::StrFormat(
+      "daemon_unreachable: no hrxd answers at %s (%s; %s). Fix: start the "
+      "daemon (make run), or point %s or --socket at the socket it prints.",
+      socket_path, exists ? "the socket file exists" : "no such socket file",
+      status.error_message(), shared::kSocketEnvVar));
+}
+
+absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(
+    const std::string& socket_path, const std::string& client_name) {
+  std::shared_ptr<grpc::Channel> channel = MakeChannel(socket_path);
+  auto sessions = hrx::v1::Sessions::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kConnectTimeout);
+  hrx::v1::OpenSessionRequest request;
+  request.set_client_name(client_name);
+  hrx::v1::OpenSessionResponse response;
+  const grpc::Status status =
+      sessions->OpenSession(&context, request, &response);
+  if (!status.ok()) return CallStatus(status, socket_path);
+  return std::shared_ptr<Connection>(
+      new Connection(socket_path, std::move(channel), response.session()));
+}
+
+Connection::Connection(std::string socket_path,
+                       std::shared_ptr<grpc::Channel> channel,
+                       uint64_t session)
+    : socket_path_(std::move(socket_path)),
+      channel_(std::move(channel)),
+      session_(session),
+      brand_(NextBrand()),
+      sessions_(hrx::v1::Sessions::NewStub(channel_)),
+      buffers_(hrx::v1::Buffers::NewStub(channel_)),
+      streams_(hrx::v1::Streams::NewStub(channel_)),
+      devices_(hrx::v1::Devices::NewStub(channel_)) {}
+
+Connection::~Connection() {
+  auto context = Context();
+  hrx::v1::CloseSessionRequest request;
+  hrx::v1::CloseSessionResponse response;
+  // Best effort: a daemon that is gone has nothing left to close.
+  (void)sessions_->CloseSession(context.get(), request, &response);
+}
+
+std::unique_ptr<grpc::ClientContext> Connection::Context() const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->AddMetadata(shared::kSessionMetadataKey, absl::StrCat(session_));
+  return context;
+}
+
+void Connection::Register(std::weak_ptr<StreamBatch> batch) {
+  absl::MutexLock lock(&mu_);
+  batches_.push_back(std::move(batch));
+}
+
+absl::Status Connection::FlushAll() {
+  std::vector<std::shared_ptr<StreamBatch>> live;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::weak_ptr<StreamBatch>> kept;
+    for (auto& weak : batches_) {
+      if (auto batch = weak.lock()) {
+        live.push_back(std::move(batch));
+        kept.push_back(std::move(weak));
+      }
+    }
+    batches_ = std::move(kept);
+  }
+  absl::Status first_error;
+  for (auto& batch : live) {
+    absl::Status flushed = batch->Flush();
+    if (!flushed.ok() && first_error.ok()) first_error = flushed;
+  }
+  return first_error;
+}
+
+}  // namespace hrx::client::internal

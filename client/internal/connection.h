@@ -1,0 +1,94 @@
+// One client session with the daemon: the channel, the stubs and the session
+// handle sent as metadata on every call. Shared by the Client and every
+// Buffer and Stream it made; the session closes when the last one goes.
+//
+// Thread-safe.
+#ifndef HRX_CLIENT_INTERNAL_CONNECTION_H_
+#define HRX_CLIENT_INTERNAL_CONNECTION_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "hrx/v1/buffer.grpc.pb.h"
+#include "hrx/v1/device.grpc.pb.h"
+#include "hrx/v1/session.grpc.pb.h"
+#include "hrx/v1/status.grpc.pb.h"
+#include "hrx/v1/stream.grpc.pb.h"
+
+namespace hrx::client::internal {
+
+// Largest reply the client accepts; above the daemon's 8 MiB inline read.
+inline constexpr int kMaxReplyBytes = 16 << 20;
+
+// A channel to the daemon at `socket_path`, with the client's message limits.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& socket_path);
+
+// Rewrites a failed call's status so that an unreachable daemon names the
+// socket path (UNAVAILABLE, "daemon_unreachable").
+absl::Status CallStatus(const grpc::Status& status,
+                        const std::string& socket_path);
+
+// Pending commands of one stream, flushed before anything that must observe
+// them (synchronize, read, a buffer's free).
+class StreamBatch {
+ public:
+  virtual ~StreamBatch() = default;
+  virtual absl::Status Flush() = 0;
+};
+
+class Connection {
+ public:
+  // Opens a session; UNAVAILABLE naming the path when no daemon answers.
+  static absl::StatusOr<std::shared_ptr<Connection>> Open(
+      const std::string& socket_path, const std::string& client_name);
+  ~Connection();  // closes the session (the daemon drains its work)
+
+  // A context carrying the session metadata.
+  std::unique_ptr<grpc::ClientContext> Context() const;
+  absl::Status Check(const grpc::Status& status) const {
+    return CallStatus(status, socket_path_);
+  }
+
+  hrx::v1::Buffers::Stub& buffers() { return *buffers_; }
+  hrx::v1::Streams::Stub& streams() { return *streams_; }
+  hrx::v1::Devices::Stub& devices() { return *devices_; }
+
+  uint64_t session() const { return session_; }
+  // Process-local identity that brands this connection's buffers and
+  // streams, so they are never mixed with another Client's.
+  uint64_t brand() const { return brand_; }
+  const std::string& socket_path() const { return socket_path_; }
+
+  // Streams with unsent commands register here; FlushAll sends them, so a
+  // buffer is never freed ahead of commands the client already issued.
+  void Register(std::weak_ptr<StreamBatch> batch);
+  absl::Status FlushAll();
+
+ private:
+  Connection(std::string socket_path, std::shared_ptr<grpc::Channel> channel,
+             uint64_t session);
+
+  const std::string socket_path_;
+  const std::shared_ptr<grpc::Channel> channel_;
+  const uint64_t session_;
+  const uint64_t brand_;
+  const std::unique_ptr<hrx::v1::Sessions::Stub> sessions_;
+  const std::unique_ptr<hrx::v1::Buffers::Stub> buffers_;
+  const std::unique_ptr<hrx::v1::Streams::Stub> streams_;
+  const std::unique_ptr<hrx::v1::Devices::Stub> devices_;
+
+  absl::Mutex mu_;
+  std::vector<std::weak_ptr<StreamBatch>> batches_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace hrx::client::internal
+
+#endif  // HRX_CLIENT_INTERNAL_CONNECTION_H_
