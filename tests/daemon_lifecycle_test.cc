@@ -1,0 +1,155 @@
+// hrxd as a process: its socket, its flags, its refusal to share a socket
+// with a live daemon, and its clean, draining stop.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "shared/status_matchers.h"
+#include "tests/raw_session.h"
+#include "tests/subprocess.h"
+#include "tests/test_daemon.h"
+
+namespace hrx::testing {
+namespace {
+
+using ::hrx::shared::IsOk;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+mode_t ModeOf(const std::string& path) {
+  struct stat info {};
+  EXPECT_EQ(lstat(path.c_str(), &info), 0) << path;
+  return info.st_mode & 07777;
+}
+
+std::vector<std::string> HrxdArgs(const std::string& socket_path,
+                                  std::vector<std::string> extra = {}) {
+  std::vector<std::string> argv = {RunfilePath("daemon/hrxd"),
+                                   absl::StrCat("--socket=", socket_path),
+                                   absl::StrCat("--backend=", TestBackend())};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+TEST(DaemonLifecycleTest, SocketDirectoryIs0700AndSocketIs0660) {
+  const std::string parent = MakeShortTempDir();
+  const std::string dir = parent + "/run";  // hrxd creates it
+  const std::string socket_path = dir + "/hrxd.sock";
+  Subprocess daemon = Subprocess::Start(HrxdArgs(socket_path), parent);
+  ASSERT_TRUE(WaitUntilServing(socket_path, &daemon)) << daemon.Stderr();
+  EXPECT_EQ(ModeOf(dir), 0700u);
+  EXPECT_EQ(ModeOf(socket_path), 0660u);
+  daemon.Signal(SIGTERM);
+  EXPECT_EQ(daemon.Wait(), 0);
+  std::filesystem::remove_all(parent);
+}
+
+TEST(DaemonLifecycleTest, SecondDaemonOnALiveSocketIsRefused) {
+  auto first = TestDaemon::Start();
+  ASSERT_THAT(first.status(), IsOk());
+  const RunResult second = RunToCompletion(
+      HrxdArgs((*first)->socket_path()), (*first)->dir());
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_THAT(second.err,
+              AllOf(HasSubstr("socket_in_use"),
+                    HasSubstr(absl::StrCat("pid ", (*first)->process().pid())),
+                    HasSubstr("Fix:")));
+  // The first daemon is untouched.
+  EXPECT_TRUE(WaitUntilServing((*first)->socket_path(), nullptr));
+}
+
+TEST(DaemonLifecycleTest, StaleSocketFromADeadDaemonIsReplaced) {
+  const std::string dir = MakeShortTempDir();
+  const std::string socket_path = dir + "/hrxd.sock";
+  // A socket file nobody listens on, as a killed daemon leaves behind.
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, socket_path.c_str(),
+               sizeof(address.sun_path) - 1);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)),
+            0);
+  close(fd);
+  ASSERT_TRUE(std::filesystem::exists(socket_path));
+  auto daemon = TestDaemon::Start({}, dir);
+  ASSERT_THAT(daemon.status(), IsOk());
+  EXPECT_EQ((*daemon)->Stop(), 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DaemonLifecycleTest, SigtermDrainsQueuedWorkExitsZeroAndRemovesSocket) {
+  auto daemon = TestDaemon::Start();
+  ASSERT_THAT(daemon.status(), IsOk());
+  RawSession raw((*daemon)->socket_path());
+  ASSERT_THAT(raw.open_status, IsOk());
+  const uint64_t buffer = *raw.Allocate(64 << 20);
+  const uint64_t stream = *raw.CreateStream();
+  // About 4 GiB of fills: long enough that the stop arrives while queued.
+  hrx::v1::SubmitRequest batch;
+  batch.set_stream(stream);
+  for (int i = 0; i < 64; ++i) {
+    *batch.add_commands() =
+        FillRequest(stream, buffer, 0, 64 << 20, i & 0xff).commands(0);
+  }
+  ASSERT_THAT(raw.Submit(batch), IsOk());
+  absl::Status synchronized = absl::UnknownError("not run");
+  std::thread waiter([&] { synchronized = raw.Synchronize(stream); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  (*daemon)->process().Signal(SIGTERM);
+  waiter.join();
+  // The waiting call completed successfully: the queue was drained, not cut.
+  EXPECT_THAT(synchronized, IsOk());
+  EXPECT_EQ((*daemon)->process().Wait(), 0);
+  EXPECT_FALSE(std::filesystem::exists((*daemon)->socket_path()));
+  EXPECT_FALSE(std::filesystem::exists((*daemon)->socket_path() + ".lock"));
+}
+
+TEST(DaemonLifecycleTest, BadFlagsAreRefusedWithAFix) {
+  const std::string dir = MakeShortTempDir();
+  const std::string socket_path = dir + "/hrxd.sock";
+  const RunResult backend = RunToCompletion(
+      HrxdArgs(socket_path, {"--backend=quantum"}), dir);
+  EXPECT_EQ(backend.exit_code, 1);
+  EXPECT_THAT(backend.err, AllOf(HasSubstr("unknown_backend"),
+                                 HasSubstr("quantum"), HasSubstr("Fix:")));
+  const RunResult level = RunToCompletion(
+      HrxdArgs(socket_path, {"--log-level=chatty"}), dir);
+  EXPECT_EQ(level.exit_code, 1);
+  EXPECT_THAT(level.err, AllOf(HasSubstr("bad_log_level"), HasSubstr("chatty")));
+  const std::string long_path = dir + "/" + std::string(120, 'x') + ".sock";
+  const RunResult too_long = RunToCompletion(HrxdArgs(long_path), dir);
+  EXPECT_EQ(too_long.exit_code, 1);
+  EXPECT_THAT(too_long.err, HasSubstr("socket_path_too_long"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DaemonLifecycleTest, AutoBackendFallsBackToCpuAndSaysWhy) {
+  const std::string dir = MakeShortTempDir();
+  const std::string socket_path = dir + "/hrxd.sock";
+  Subprocess daemon = Subprocess::Start(
+      {RunfilePath("daemon/hrxd"), absl::StrCat("--socket=", socket_path),
+       "--backend=auto"},
+      dir);
+  ASSERT_TRUE(WaitUntilServing(socket_path, &daemon)) << daemon.Stderr();
+  daemon.Signal(SIGTERM);
+  EXPECT_EQ(daemon.Wait(), 0);
+  // This build has no GPU backend, so auto must pick cpu and log the reason.
+  EXPECT_THAT(daemon.Stderr(),
+              AllOf(HasSubstr("falling back to the cpu backend"),
+                    HasSubstr("hip_unavailable")));
+  EXPECT_THAT(daemon.Stdout(), HasSubstr("hrxctl --socket=" + socket_path));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hrx::testing

@@ -1,0 +1,116 @@
+// Test helper: a session driven through the generated stubs directly,
+// bypassing libhrx's client-side checks, to prove the daemon's own checks.
+#ifndef HRX_TESTS_RAW_SESSION_H_
+#define HRX_TESTS_RAW_SESSION_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "client/internal/connection.h"
+#include "hrx/v1/buffer.grpc.pb.h"
+#include "hrx/v1/session.grpc.pb.h"
+#include "hrx/v1/stream.grpc.pb.h"
+#include "shared/grpc_status.h"
+#include "shared/socket_path.h"
+
+namespace hrx::testing {
+
+struct RawSession {
+  explicit RawSession(const std::string& socket_path)
+      : channel(client::internal::MakeChannel(socket_path)),
+        sessions(hrx::v1::Sessions::NewStub(channel)),
+        buffers(hrx::v1::Buffers::NewStub(channel)),
+        streams(hrx::v1::Streams::NewStub(channel)) {
+    grpc::ClientContext context;
+    hrx::v1::OpenSessionRequest request;
+    hrx::v1::OpenSessionResponse response;
+    open_status = shared::FromGrpcStatus(
+        sessions->OpenSession(&context, request, &response));
+    session = response.session();
+  }
+
+  std::unique_ptr<grpc::ClientContext> Context() const {
+    auto context = std::make_unique<grpc::ClientContext>();
+    context->AddMetadata(shared::kSessionMetadataKey, absl::StrCat(session));
+    return context;
+  }
+
+  absl::StatusOr<uint64_t> Allocate(uint64_t bytes) {
+    auto context = Context();
+    hrx::v1::AllocateRequest request;
+    request.set_bytes(bytes);
+    request.set_contents(hrx::v1::INITIAL_CONTENTS_ZEROED);
+    hrx::v1::AllocateResponse response;
+    absl::Status status = shared::FromGrpcStatus(
+        buffers->Allocate(context.get(), request, &response));
+    if (!status.ok()) return status;
+    return response.buffer();
+  }
+
+  absl::StatusOr<uint64_t> CreateStream() {
+    auto context = Context();
+    hrx::v1::CreateStreamRequest request;
+    hrx::v1::CreateStreamResponse response;
+    absl::Status status = shared::FromGrpcStatus(
+        streams->CreateStream(context.get(), request, &response));
+    if (!status.ok()) return status;
+    return response.stream();
+  }
+
+  absl::Status Submit(const hrx::v1::SubmitRequest& request) {
+    auto context = Context();
+    hrx::v1::SubmitResponse response;
+    return shared::FromGrpcStatus(
+        streams->Submit(context.get(), request, &response));
+  }
+
+  absl::StatusOr<std::string> Read(uint64_t stream, uint64_t buffer,
+                                   uint64_t offset, uint64_t length) {
+    auto context = Context();
+    hrx::v1::ReadRequest request;
+    request.set_stream(stream);
+    request.mutable_src()->set_buffer(buffer);
+    request.mutable_src()->set_offset(offset);
+    request.mutable_src()->set_length(length);
+    hrx::v1::ReadResponse response;
+    absl::Status status =
+        shared::FromGrpcStatus(streams->Read(context.get(), request, &response));
+    if (!status.ok()) return status;
+    return response.data();
+  }
+
+  absl::Status Synchronize(uint64_t stream) {
+    auto context = Context();
+    hrx::v1::SynchronizeRequest request;
+    request.set_stream(stream);
+    hrx::v1::SynchronizeResponse response;
+    return shared::FromGrpcStatus(
+        streams->Synchronize(context.get(), request, &response));
+  }
+
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<hrx::v1::Sessions::Stub> sessions;
+  std::unique_ptr<hrx::v1::Buffers::Stub> buffers;
+  std::unique_ptr<hrx::v1::Streams::Stub> streams;
+  absl::Status open_status;
+  uint64_t session = 0;
+};
+
+// A one-command fill request.
+inline hrx::v1::SubmitRequest FillRequest(uint64_t stream, uint64_t buffer,
+                                          uint64_t offset, uint64_t length,
+                                          uint32_t value) {
+  hrx::v1::SubmitRequest request;
+  request.set_stream(stream);
+  hrx::v1::Fill* fill = request.add_commands()->mutable_fill();
+  fill->mutable_dst()->set_buffer(buffer);
+  fill->mutable_dst()->set_offset(offset);
+  fill->mutable_dst()->set_length(length);
+  fill->set_value(value);
+  return request;
+}
+
+}  // namespace hrx::testing
+
+#endif  // HRX_TESTS_RAW_SESSION_H_

@@ -1,0 +1,72 @@
+#include "tests/test_daemon.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "client/internal/connection.h"
+#include "hrx/v1/status.grpc.pb.h"
+
+namespace hrx::testing {
+
+std::string TestBackend() {
+  const char* backend = std::getenv("HRX_TEST_BACKEND");
+  return backend != nullptr && backend[0] != '\0' ? backend : "cpu";
+}
+
+bool WaitUntilServing(const std::string& socket_path, Subprocess* process) {
+  auto stub = hrx::v1::DaemonStatus::NewStub(
+      client::internal::MakeChannel(socket_path));
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < give_up) {
+    if (process != nullptr && process->Poll().has_value()) return false;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::milliseconds(500));
+    hrx::v1::GetStatusRequest request;
+    hrx::v1::GetStatusResponse response;
+    if (stub->GetStatus(&context, request, &response).ok()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+absl::StatusOr<std::unique_ptr<TestDaemon>> TestDaemon::Start(
+    const std::vector<std::string>& extra_flags, const std::string& dir) {
+  const bool owns_dir = dir.empty();
+  const std::string where = owns_dir ? MakeShortTempDir() : dir;
+  const std::string socket_path = absl::StrCat(where, "/hrxd.sock");
+  std::vector<std::string> argv = {RunfilePath("daemon/hrxd"),
+                                   absl::StrCat("--socket=", socket_path),
+                                   absl::StrCat("--backend=", TestBackend()),
+                                   "--log-level=warn"};
+  argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+  auto process = std::make_unique<Subprocess>(Subprocess::Start(argv, where));
+  if (!WaitUntilServing(socket_path, process.get())) {
+    process->Signal(SIGKILL);
+    process->Wait();
+    return absl::UnavailableError(
+        absl::StrCat("hrxd did not start: ", process->Stderr()));
+  }
+  return std::unique_ptr<TestDaemon>(
+      new TestDaemon(where, socket_path, std::move(process), owns_dir));
+}
+
+TestDaemon::~TestDaemon() {
+  process_.reset();  // SIGKILL + reap when still running
+  if (owns_dir_) {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+}
+
+int TestDaemon::Stop() {
+  process_->Signal(SIGTERM);
+  return process_->Wait();
+}
+
+}  // namespace hrx::testing

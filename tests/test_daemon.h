@@ -1,0 +1,52 @@
+// Test helper: a real hrxd process on a temporary Unix socket.
+#ifndef HRX_TESTS_TEST_DAEMON_H_
+#define HRX_TESTS_TEST_DAEMON_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tests/subprocess.h"
+
+namespace hrx::testing {
+
+// The backend integration tests run on: $HRX_TEST_BACKEND, default "cpu".
+std::string TestBackend();
+
+class TestDaemon {
+ public:
+  // Starts //daemon:hrxd on `dir`/hrxd.sock (a fresh short temp directory
+  // when `dir` is empty) and waits until it answers a status call.
+  static absl::StatusOr<std::unique_ptr<TestDaemon>> Start(
+      const std::vector<std::string>& extra_flags = {},
+      const std::string& dir = "");
+  ~TestDaemon();  // SIGKILLs a daemon still running, removes the directory
+
+  const std::string& socket_path() const { return socket_path_; }
+  const std::string& dir() const { return dir_; }
+  Subprocess& process() { return *process_; }
+
+  // SIGTERM, then the exit code.
+  int Stop();
+
+ private:
+  TestDaemon(std::string dir, std::string socket_path,
+             std::unique_ptr<Subprocess> process, bool owns_dir)
+      : dir_(std::move(dir)),
+        socket_path_(std::move(socket_path)),
+        process_(std::move(process)),
+        owns_dir_(owns_dir) {}
+
+  std::string dir_;
+  std::string socket_path_;
+  std::unique_ptr<Subprocess> process_;
+  bool owns_dir_;
+};
+
+// True once a status call on `socket_path` succeeds (within ~20 s).
+bool WaitUntilServing(const std::string& socket_path, Subprocess* process);
+
+}  // namespace hrx::testing
+
+#endif  // HRX_TESTS_TEST_DAEMON_H_
