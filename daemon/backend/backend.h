@@ -9,10 +9,13 @@
 #ifndef HRX_DAEMON_BACKEND_BACKEND_H_
 #define HRX_DAEMON_BACKEND_BACKEND_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -39,8 +42,57 @@ class Memory {
   virtual ~Memory() = default;
   virtual uint64_t size() const = 0;
   virtual MemoryKind kind() const = 0;
+  // Unique among this backend's allocations for the daemon's lifetime; lets
+  // tests and tools tell a reused allocation from a fresh one.
+  virtual uint64_t id() const = 0;
+  // The host address of the bytes, or nullptr where the host cannot reach
+  // them directly (discrete device memory).
+  virtual uint8_t* host_address() const = 0;
 };
 using MemoryRef = std::shared_ptr<Memory>;
+
+// One kernel argument, in declaration order: a scalar of 4 or 8 bytes packed
+// into the constant block, or a buffer binding.
+enum class ArgKind : uint8_t { kScalar = 1, kBuffer = 2 };
+struct KernelArg {
+  ArgKind kind = ArgKind::kScalar;
+  uint32_t size = 0;  // 4 or 8 for scalars; 0 for buffers
+  friend bool operator==(const KernelArg&, const KernelArg&) = default;
+};
+
+// What a loaded kernel requires of a launch.
+struct KernelSignature {
+  std::vector<KernelArg> args;
+  // A nonzero entry fixes the block size in that dimension.
+  std::array<uint32_t, 3> workgroup_size = {0, 0, 0};
+};
+
+// A loaded kernel entry. Alive while referenced, including by queued
+// dispatches, so unloading never pulls code out from under the device.
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual const std::string& entry() const = 0;
+  virtual const KernelSignature& signature() const = 0;
+};
+using KernelRef = std::shared_ptr<const Kernel>;
+
+struct BoundBuffer {
+  MemoryRef memory;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+// A fully checked launch: everything a queue needs, immutable, shareable by
+// a cache that replays it.
+struct DispatchArgs {
+  KernelRef kernel;
+  std::array<uint32_t, 3> grid = {1, 1, 1};   // workgroups per dimension
+  std::array<uint32_t, 3> block = {1, 1, 1};  // work-items per workgroup
+  std::string constants;                      // packed little-endian scalars
+  std::vector<BoundBuffer> bindings;          // declaration order
+};
+using DispatchRef = std::shared_ptr<const DispatchArgs>;
 
 // Per-queue, monotonic. Fence N is complete once the command that returned N
 // and everything enqueued on that queue before it have completed.
@@ -75,6 +127,15 @@ class Queue {
   // Runs `callback` once everything enqueued before it has completed.
   virtual absl::StatusOr<Fence> EnqueueHostCallback(
       CompletionCallback callback) = 0;
+  // Later commands on this queue wait until `fence` of `other` completes
+  // (hipStreamWaitEvent). `other` must be a queue of the same backend, and
+  // `fence` must already have been returned by it.
+  virtual absl::StatusOr<Fence> EnqueueWaitFor(Queue& other, Fence fence) = 0;
+  virtual absl::StatusOr<Fence> EnqueueDispatch(DispatchRef dispatch) = 0;
+
+  // Calls `callback` once `fence` has completed: at once when it already
+  // has. Unlike EnqueueHostCallback, it does not wait for later commands.
+  virtual void OnComplete(Fence fence, CompletionCallback callback) = 0;
 
   // The highest fence known complete; never decreases.
   virtual Fence completed() const = 0;
@@ -92,6 +153,12 @@ class Backend {
   virtual absl::StatusOr<MemoryRef> Allocate(uint64_t bytes, MemoryKind kind,
                                              bool zeroed) = 0;
   virtual absl::StatusOr<std::unique_ptr<Queue>> CreateQueue() = 0;
+
+  // Loads `entry` from a code object (an ELF shared object on the cpu
+  // backend, a code object or cubin on hip) and reads its signature.
+  // INVALID_ARGUMENT when the bytes are not loadable or lack the entry.
+  virtual absl::StatusOr<KernelRef> LoadKernel(std::string_view code,
+                                               const std::string& entry) = 0;
 
   // Bytes held by live allocations, including freed buffers still referenced
   // by queued commands.

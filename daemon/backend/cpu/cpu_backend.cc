@@ -3,12 +3,15 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <thread>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "daemon/backend/cpu/cpu_kernel.h"
 #include "daemon/backend/cpu/cpu_queue.h"
 
 namespace hrx::backend {
@@ -57,7 +60,8 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : properties_(MakeProperties(options.memory_bytes != 0
                                      ? options.memory_bytes
                                      : HalfOfPhysicalMemory())),
-      accounting_(std::make_shared<CpuAccounting>(properties_.memory_bytes)) {}
+      accounting_(std::make_shared<CpuAccounting>(properties_.memory_bytes)),
+      pool_(std::max(1u, std::thread::hardware_concurrency())) {}
 
 absl::StatusOr<MemoryRef> CpuBackend::Allocate(uint64_t bytes, MemoryKind kind,
                                                bool zeroed) {
@@ -69,7 +73,14 @@ absl::StatusOr<MemoryRef> CpuBackend::Allocate(uint64_t bytes, MemoryKind kind,
 }
 
 absl::StatusOr<std::unique_ptr<Queue>> CpuBackend::CreateQueue() {
-  return std::unique_ptr<Queue>(std::make_unique<CpuQueue>());
+  return std::unique_ptr<Queue>(std::make_unique<CpuQueue>(pool_));
+}
+
+absl::StatusOr<KernelRef> CpuBackend::LoadKernel(std::string_view code,
+                                                 const std::string& entry) {
+  auto kernel = CpuKernel::Load(code, entry);
+  if (!kernel.ok()) return kernel.status();
+  return KernelRef(*std::move(kernel));
 }
 
 uint64_t CpuBackend::bytes_in_use() const {

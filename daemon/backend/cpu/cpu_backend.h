@@ -8,6 +8,7 @@
 
 #include "daemon/backend/backend.h"
 #include "daemon/backend/cpu/cpu_memory.h"
+#include "daemon/backend/cpu/thread_pool.h"
 
 namespace hrx::backend {
 
@@ -24,11 +25,16 @@ class CpuBackend final : public Backend {
   absl::StatusOr<MemoryRef> Allocate(uint64_t bytes, MemoryKind kind,
                                      bool zeroed) override;
   absl::StatusOr<std::unique_ptr<Queue>> CreateQueue() override;
+  absl::StatusOr<KernelRef> LoadKernel(std::string_view code,
+                                       const std::string& entry) override;
   uint64_t bytes_in_use() const override;
 
  private:
   const DeviceProperties properties_;
   const std::shared_ptr<CpuAccounting> accounting_;
+  // Runs every queue's workgroups. Queues must be destroyed before the
+  // backend (the core's queue pool is).
+  ThreadPool pool_;
 };
 
 }  // namespace hrx::backend

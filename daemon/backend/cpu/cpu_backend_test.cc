@@ -1,5 +1,9 @@
 #include "daemon/backend/cpu/cpu_backend.h"
 
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -85,6 +89,113 @@ TEST(CpuBackendTest, QueuedCommandKeepsFreedMemoryAlive) {
   ASSERT_THAT(queue->Wait(fence), IsOk());
   EXPECT_EQ(out[4095], 9);
   EXPECT_EQ(backend.bytes_in_use(), 0u);
+}
+
+std::string KernelBytes(const std::string& name) {
+  const std::string path = std::string(std::getenv("TEST_SRCDIR")) + "/" +
+                           std::getenv("TEST_WORKSPACE") + "/tests/kernels/" +
+                           name + ".so";
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+TEST(CpuBackendTest, LoadsAKernelFromBytesAndReadsItsSignature) {
+  CpuBackend backend({.memory_bytes = 1 << 20});
+  auto kernel = backend.LoadKernel(KernelBytes("write_pattern"), "write_pattern");
+  ASSERT_THAT(kernel.status(), IsOk());
+  const KernelSignature& signature = (*kernel)->signature();
+  ASSERT_EQ(signature.args.size(), 3u);
+  EXPECT_EQ(signature.args[0], (KernelArg{ArgKind::kScalar, 8}));
+  EXPECT_EQ(signature.args[1], (KernelArg{ArgKind::kScalar, 4}));
+  EXPECT_EQ(signature.args[2], (KernelArg{ArgKind::kBuffer, 0}));
+  EXPECT_EQ(signature.workgroup_size[0], 64u);
+}
+
+TEST(CpuBackendTest, RefusesBytesThatAreNotAKernel) {
+  CpuBackend backend({.memory_bytes = 1 << 20});
+  EXPECT_THAT(backend.LoadKernel("not an elf object", "add_f32"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("not a loadable shared object")));
+  EXPECT_THAT(backend.LoadKernel(KernelBytes("add_f32"), "no_such_entry"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("exports no no_such_entry")));
+}
+
+TEST(CpuBackendTest, DispatchRunsEveryWorkgroupOverThePool) {
+  CpuBackend backend({.memory_bytes = 64 << 20});
+  auto queue = *backend.CreateQueue();
+  constexpr uint32_t kCount = 1000003;  // not a multiple of the block
+  MemoryRef data = *backend.Allocate(kCount * 4, MemoryKind::kDevice, true);
+  auto dispatch = std::make_shared<DispatchArgs>();
+  dispatch->kernel = *backend.LoadKernel(KernelBytes("add_f32"), "add_f32");
+  dispatch->grid = {(kCount + 255) / 256, 1, 1};
+  dispatch->block = {256, 1, 1};
+  const float value = 1.5f;
+  dispatch->constants.append(reinterpret_cast<const char*>(&kCount), 4);
+  dispatch->constants.append(reinterpret_cast<const char*>(&value), 4);
+  dispatch->bindings.push_back({data, 0, kCount * 4});
+  ASSERT_THAT(queue->EnqueueDispatch(dispatch).status(), IsOk());
+  const Fence fence = *queue->EnqueueDispatch(dispatch);
+  ASSERT_THAT(queue->Wait(fence), IsOk());
+  std::vector<float> out(kCount);
+  std::memcpy(out.data(), data->host_address(), kCount * 4);
+  for (uint32_t i = 0; i < kCount; ++i) ASSERT_EQ(out[i], 3.0f) << i;
+}
+
+TEST(CpuBackendTest, AFailingKernelFaultsItsQueue) {
+  CpuBackend backend({.memory_bytes = 1 << 20});
+  auto queue = *backend.CreateQueue();
+  MemoryRef data = *backend.Allocate(16, MemoryKind::kDevice, true);
+  auto dispatch = std::make_shared<DispatchArgs>();
+  dispatch->kernel = *backend.LoadKernel(KernelBytes("add_f32"), "add_f32");
+  const uint32_t too_many = 1000;  // the binding holds 4 floats
+  const float value = 1.0f;
+  dispatch->constants.append(reinterpret_cast<const char*>(&too_many), 4);
+  dispatch->constants.append(reinterpret_cast<const char*>(&value), 4);
+  dispatch->bindings.push_back({data, 0, 16});
+  const Fence fence = *queue->EnqueueDispatch(dispatch);
+  EXPECT_THAT(queue->Wait(fence),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("kernel_failed")));
+}
+
+TEST(CpuBackendTest, OnCompleteFiresAtOnceOrWhenTheFenceCompletes) {
+  CpuBackend backend({.memory_bytes = 1 << 20});
+  auto queue = *backend.CreateQueue();
+  bool immediate = false;
+  queue->OnComplete(0, [&](absl::Status) { immediate = true; });
+  EXPECT_TRUE(immediate);
+  absl::Notification gate, done;
+  ASSERT_THAT(queue->EnqueueHostCallback([&](absl::Status) {
+                    gate.WaitForNotification();
+                  }).status(),
+              IsOk());
+  const Fence later = *queue->EnqueueHostCallback([](absl::Status) {});
+  queue->OnComplete(later, [&](absl::Status) { done.Notify(); });
+  EXPECT_FALSE(done.HasBeenNotified());
+  gate.Notify();
+  done.WaitForNotification();
+}
+
+TEST(CpuBackendTest, WaitForOrdersOneQueueAfterAnother) {
+  CpuBackend backend({.memory_bytes = 1 << 20});
+  auto producer = *backend.CreateQueue();
+  auto consumer = *backend.CreateQueue();
+  MemoryRef a = *backend.Allocate(64, MemoryKind::kDevice, true);
+  MemoryRef b = *backend.Allocate(64, MemoryKind::kDevice, true);
+  absl::Notification gate;
+  ASSERT_THAT(producer->EnqueueHostCallback([&](absl::Status) {
+                    gate.WaitForNotification();
+                  }).status(),
+              IsOk());
+  const Fence filled = *producer->EnqueueFill(a, 0, 64, 0x77);
+  ASSERT_THAT(consumer->EnqueueWaitFor(*producer, filled).status(), IsOk());
+  const Fence copied = *consumer->EnqueueCopy(b, 0, a, 0, 64);
+  EXPECT_LT(consumer->completed(), copied);
+  gate.Notify();
+  ASSERT_THAT(consumer->Wait(copied), IsOk());
+  EXPECT_EQ(b->host_address()[63], 0x77);
 }
 
 }  // namespace

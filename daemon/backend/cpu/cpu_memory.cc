@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -29,6 +30,11 @@ absl::Status Reserve(CpuAccounting& accounting, uint64_t bytes) {
       return absl::OkStatus();
     }
   }
+}
+
+uint64_t NextMemoryId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
 }
 
 }  // namespace
@@ -77,6 +83,7 @@ CpuMemory::CpuMemory(uint64_t size, MemoryKind kind, int fd, uint8_t* data,
                      std::shared_ptr<CpuAccounting> accounting)
     : size_(size),
       kind_(kind),
+      id_(NextMemoryId()),
       fd_(fd),
       data_(data),
       accounting_(std::move(accounting)) {}

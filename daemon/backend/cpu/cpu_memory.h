@@ -32,6 +32,8 @@ class CpuMemory final : public Memory {
 
   uint64_t size() const override { return size_; }
   MemoryKind kind() const override { return kind_; }
+  uint64_t id() const override { return id_; }
+  uint8_t* host_address() const override { return data_; }
   uint8_t* data() const { return data_; }
   int fd() const { return fd_; }
 
@@ -41,6 +43,7 @@ class CpuMemory final : public Memory {
 
   const uint64_t size_;
   const MemoryKind kind_;
+  const uint64_t id_;
   const int fd_;
   uint8_t* const data_;
   const std::shared_ptr<CpuAccounting> accounting_;

@@ -1,8 +1,13 @@
 #include "daemon/backend/cpu/cpu_queue.h"
 
+#include <atomic>
 #include <cstring>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "daemon/backend/cpu/cpu_kernel.h"
 #include "daemon/backend/cpu/cpu_memory.h"
 
 namespace hrx::backend {
@@ -15,7 +20,8 @@ uint8_t* Bytes(const MemoryRef& memory) {
 
 }  // namespace
 
-CpuQueue::CpuQueue() : worker_([this] { RunWorker(); }) {}
+CpuQueue::CpuQueue(ThreadPool& pool)
+    : pool_(pool), worker_([this] { RunWorker(); }) {}
 
 CpuQueue::~CpuQueue() {
   {
@@ -47,13 +53,20 @@ void CpuQueue::RunWorker() {
     }
     absl::Status result = entry.work ? entry.work() : absl::OkStatus();
     absl::Status queue_status;
+    std::vector<CompletionCallback> ready;
     {
       absl::MutexLock lock(&mu_);
       if (!result.ok() && status_.ok()) status_ = result;
       completed_ = entry.fence;
       queue_status = status_;
+      auto end = waiters_.upper_bound(entry.fence);
+      for (auto it = waiters_.begin(); it != end; ++it) {
+        ready.push_back(std::move(it->second));
+      }
+      waiters_.erase(waiters_.begin(), end);
     }
     if (entry.callback) entry.callback(queue_status);
+    for (CompletionCallback& callback : ready) callback(queue_status);
   }
 }
 
@@ -108,6 +121,82 @@ absl::StatusOr<Fence> CpuQueue::EnqueueRead(const MemoryRef& src,
 absl::StatusOr<Fence> CpuQueue::EnqueueHostCallback(
     CompletionCallback callback) {
   return Enqueue(nullptr, std::move(callback));
+}
+
+absl::StatusOr<Fence> CpuQueue::EnqueueWaitFor(Queue& other, Fence fence) {
+  return Enqueue(
+      [&other, fence] {
+        absl::Notification done;
+        absl::Status other_status;
+        other.OnComplete(fence, [&](absl::Status status) {
+          other_status = status;
+          done.Notify();
+        });
+        done.WaitForNotification();
+        return other_status;
+      },
+      nullptr);
+}
+
+absl::StatusOr<Fence> CpuQueue::EnqueueDispatch(DispatchRef dispatch) {
+  return Enqueue(
+      [this, dispatch = std::move(dispatch)] {
+        const auto& kernel = static_cast<const CpuKernel&>(*dispatch->kernel);
+        std::vector<hrx_cpu_binding> bindings;
+        bindings.reserve(dispatch->bindings.size());
+        for (const BoundBuffer& bound : dispatch->bindings) {
+          bindings.push_back(hrx_cpu_binding{
+              bound.memory->host_address() + bound.offset, bound.length});
+        }
+        const auto& grid = dispatch->grid;
+        const uint64_t groups = uint64_t{grid[0]} * grid[1] * grid[2];
+        std::atomic<int> failure{0};
+        std::atomic<uint64_t> failed_group{0};
+        pool_.ParallelFor(groups, [&](uint64_t index) {
+          hrx_cpu_workgroup workgroup{};
+          for (int d = 0; d < 3; ++d) {
+            workgroup.grid[d] = grid[d];
+            workgroup.block[d] = dispatch->block[d];
+          }
+          workgroup.group[0] = static_cast<uint32_t>(index % grid[0]);
+          workgroup.group[1] = static_cast<uint32_t>((index / grid[0]) % grid[1]);
+          workgroup.group[2] = static_cast<uint32_t>(index / (uint64_t{grid[0]} * grid[1]));
+          workgroup.constants =
+              reinterpret_cast<const uint8_t*>(dispatch->constants.data());
+          workgroup.constants_bytes =
+              static_cast<uint32_t>(dispatch->constants.size());
+          workgroup.bindings = bindings.data();
+          workgroup.binding_count = static_cast<uint32_t>(bindings.size());
+          const int rc = kernel.function()(&workgroup);
+          int expected = 0;
+          if (rc != 0 && failure.compare_exchange_strong(expected, rc)) {
+            failed_group = index;
+          }
+        });
+        if (failure.load() != 0) {
+          return absl::InternalError(absl::StrFormat(
+              "kernel_failed: kernel %s returned %d in workgroup %u of %u. "
+              "Fix: check the dispatch's arguments against the kernel's "
+              "contract; this queue reports the fault until the daemon "
+              "restarts.",
+              kernel.entry(), failure.load(), failed_group.load(), groups));
+        }
+        return absl::OkStatus();
+      },
+      nullptr);
+}
+
+void CpuQueue::OnComplete(Fence fence, CompletionCallback callback) {
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    if (completed_ < fence) {
+      waiters_.emplace(fence, std::move(callback));
+      return;
+    }
+    status = status_;
+  }
+  callback(status);
 }
 
 Fence CpuQueue::completed() const {

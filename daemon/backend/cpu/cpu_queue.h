@@ -6,17 +6,20 @@
 
 #include <deque>
 #include <functional>
+#include <map>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/backend/backend.h"
+#include "daemon/backend/cpu/thread_pool.h"
 
 namespace hrx::backend {
 
 class CpuQueue final : public Queue {
  public:
-  CpuQueue();
+  // `pool` runs dispatches' workgroups; it must outlive the queue.
+  explicit CpuQueue(ThreadPool& pool);
   ~CpuQueue() override;  // runs everything queued, then joins the worker
   CpuQueue(const CpuQueue&) = delete;
   CpuQueue& operator=(const CpuQueue&) = delete;
@@ -33,6 +36,9 @@ class CpuQueue final : public Queue {
                                     uint64_t length, void* host) override;
   absl::StatusOr<Fence> EnqueueHostCallback(
       CompletionCallback callback) override;
+  absl::StatusOr<Fence> EnqueueWaitFor(Queue& other, Fence fence) override;
+  absl::StatusOr<Fence> EnqueueDispatch(DispatchRef dispatch) override;
+  void OnComplete(Fence fence, CompletionCallback callback) override;
 
   Fence completed() const override;
   absl::Status Wait(Fence fence) override;
@@ -49,12 +55,15 @@ class CpuQueue final : public Queue {
   Fence Enqueue(Work work, CompletionCallback callback);
   void RunWorker();
 
+  ThreadPool& pool_;
   mutable absl::Mutex mu_;
   std::deque<Entry> pending_ ABSL_GUARDED_BY(mu_);
   Fence submitted_ ABSL_GUARDED_BY(mu_) = 0;
   Fence completed_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // OnComplete callbacks waiting for a fence, keyed by it.
+  std::multimap<Fence, CompletionCallback> waiters_ ABSL_GUARDED_BY(mu_);
 
   std::thread worker_;  // last: starts after the members above exist
 };
