@@ -10,6 +10,8 @@ std::string_view HandleKindName(HandleKind kind) {
       return "buffer";
     case HandleKind::kStream:
       return "stream";
+    case HandleKind::kKernel:
+      return "kernel";
     case HandleKind::kInvalid:
       break;
   }

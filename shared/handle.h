@@ -14,6 +14,7 @@ enum class HandleKind : uint8_t {
   kSession = 1,
   kBuffer = 2,
   kStream = 3,
+  kKernel = 4,
 };
 
 std::string_view HandleKindName(HandleKind kind);

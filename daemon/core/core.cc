@@ -1,43 +1,17 @@
 #include "daemon/core/core.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "shared/bytes.h"
-#include "shared/span_check.h"
+#include "daemon/core/session.h"
 #include "shared/status_macros.h"
 
 namespace hrx::daemon {
 namespace {
 
 using backend::MemoryRef;
-
-// Commands after their views were resolved against live buffers: everything
-// needed to enqueue, with no way left to fail validation.
-struct PreparedFill {
-  MemoryRef dst;
-  uint64_t offset, length;
-  uint8_t value;
-};
-struct PreparedCopy {
-  MemoryRef dst;
-  uint64_t dst_offset;
-  MemoryRef src;
-  uint64_t src_offset, length;
-};
-struct PreparedUpload {
-  MemoryRef dst;
-  uint64_t offset;
-  std::shared_ptr<const std::string> data;
-};
-using Prepared = std::variant<PreparedFill, PreparedCopy, PreparedUpload>;
-
-std::string CommandLabel(size_t index, size_t count, std::string_view op,
-                         std::string_view part) {
-  return absl::StrFormat("submit command %u of %u (%s %s)", index + 1, count,
-                         op, part);
-}
 
 // Calls `done` once after `count` arrivals, with the first error seen.
 class Countdown {
@@ -60,6 +34,25 @@ class Countdown {
   DoneCallback done_;
 };
 
+backend::MemoryKind MemoryKindOf(AllocationKind kind) {
+  return kind == AllocationKind::kShared ? backend::MemoryKind::kHostCoherent
+                                         : backend::MemoryKind::kDevice;
+}
+
+std::string SignatureText(const backend::KernelSignature& signature) {
+  std::string text = "(";
+  for (size_t i = 0; i < signature.args.size(); ++i) {
+    if (i != 0) text += ", ";
+    text += signature.args[i].kind == backend::ArgKind::kBuffer
+                ? std::string("buffer")
+                : absl::StrFormat("scalar%u", signature.args[i].size * 8);
+  }
+  return text + absl::StrFormat(") workgroup [%u, %u, %u]",
+                                signature.workgroup_size[0],
+                                signature.workgroup_size[1],
+                                signature.workgroup_size[2]);
+}
+
 }  // namespace
 
 Core::Core(std::unique_ptr<backend::Backend> backend,
@@ -69,6 +62,14 @@ Core::Core(std::unique_ptr<backend::Backend> backend,
       queues_(*backend_, options.queue_count) {}
 
 Core::~Core() { Drain(); }
+
+absl::StatusOr<std::shared_ptr<Session>> Core::FindSession(
+    uint64_t session) {
+  absl::MutexLock lock(&mu_);
+  auto found = sessions_.Find(session, "session");
+  if (!found.ok()) return found.status();
+  return **found;
+}
 
 absl::StatusOr<uint64_t> Core::OpenSession(const std::string& client_name) {
   if (client_name.size() > kMaxClientNameBytes) {
@@ -84,50 +85,47 @@ absl::StatusOr<uint64_t> Core::OpenSession(const std::string& client_name) {
         "%u. Fix: close idle sessions (hrxctl status shows the count).",
         sessions_.size(), kMaxSessions));
   }
-  auto session = std::make_unique<Session>();
-  session->client_name = client_name;
-  return sessions_.Insert(std::move(session));
+  return sessions_.Insert(std::make_shared<Session>(client_name));
 }
 
 void Core::CloseSession(
     uint64_t session,
     std::function<void(absl::StatusOr<CloseSummary>)> done) {
-  std::vector<backend::Queue*> queues;
-  CloseSummary summary;
+  std::shared_ptr<Session> closing;
   {
     absl::MutexLock lock(&mu_);
     auto removed = sessions_.Remove(session, "close session");
-    if (!removed.ok()) {
-      done(removed.status());
-      return;
-    }
-    std::unique_ptr<Session> closing = *std::move(removed);
+    if (!removed.ok()) return done(removed.status());
+    closing = *std::move(removed);
+  }
+  CloseSummary summary;
+  std::vector<std::pair<backend::Queue*, backend::Fence>> waits;
+  {
+    absl::MutexLock lock(&closing->mu);
     summary.freed_buffers = closing->buffers.size();
     summary.freed_streams = closing->streams.size();
-    closing->streams.ForEach([&](const StreamEntry& stream) {
-      if (std::find(queues.begin(), queues.end(), stream.queue) ==
-          queues.end()) {
-        queues.push_back(stream.queue);
-      }
+    closing->streams.Clear([&](std::shared_ptr<StreamEntry> stream) {
+      waits.emplace_back(stream->queue, stream->published);
     });
-    // Buffers go now; queued commands hold their memory until they run.
+    // Buffers, kernels, events and pools go with the session; queued
+    // commands hold what they use until they run.
+    closing->buffers.Clear([](BufferEntry) {});
+    closing->kernels.Clear([](backend::KernelRef) {});
+    closing->events.clear();
   }
-  if (queues.empty()) {
-    done(summary);
-    return;
-  }
+  if (waits.empty()) return done(summary);
   auto countdown = std::make_shared<Countdown>(
-      queues.size(), [summary, done = std::move(done)](absl::Status status) {
+      waits.size(), [summary, done = std::move(done)](absl::Status status) {
         if (status.ok()) {
           done(summary);
         } else {
           done(status);
         }
       });
-  for (backend::Queue* queue : queues) {
-    auto fence = queue->EnqueueHostCallback(
-        [countdown](absl::Status status) { countdown->Arrive(status); });
-    if (!fence.ok()) countdown->Arrive(fence.status());
+  for (auto& [queue, fence] : waits) {
+    queue->OnComplete(fence, [countdown](absl::Status status) {
+      countdown->Arrive(status);
+    });
   }
 }
 
@@ -137,217 +135,213 @@ DeviceInfo Core::device_info() const {
                     properties.memory_bytes, queues_.capacity()};
 }
 
+absl::Status Core::SetQueueCount(uint32_t count) {
+  return queues_.SetCapacity(count);
+}
+
 CoreStatus Core::status() const {
   CoreStatus status;
   status.device = device_info();
   status.uptime_seconds = static_cast<uint64_t>(
       absl::ToInt64Seconds(absl::Now() - started_));
   status.bytes_in_use = backend_->bytes_in_use();
-  absl::MutexLock lock(&mu_);
-  status.sessions = sessions_.size();
-  sessions_.ForEach([&](const std::unique_ptr<Session>& session) {
-    status.streams += session->streams.size();
+  status.queues_created = queues_.created();
+  std::vector<std::shared_ptr<Session>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    status.sessions = sessions_.size();
+    sessions_.ForEach(
+        [&](const std::shared_ptr<Session>& s) { sessions.push_back(s); });
+  }
+  for (const std::shared_ptr<Session>& session : sessions) {
+    absl::MutexLock lock(&session->mu);
     status.buffers += session->buffers.size();
-  });
-  status.commands_submitted = commands_submitted_;
+    status.streams += session->streams.size();
+    status.kernels += session->kernels.size();
+    status.events += session->events.size();
+    status.commands_submitted += session->commands_submitted;
+    status.allocation_pool += session->allocation_pool.stats();
+    status.staging_pool += session->staging_pool.stats();
+    session->streams.ForEach([&](const std::shared_ptr<StreamEntry>& stream) {
+      status.dispatch_cache += stream->dispatch_cache.stats();
+      status.transfer_cache += stream->transfer_cache.stats();
+      status.upload_staging += stream->staging.stats();
+    });
+  }
   return status;
 }
 
-absl::StatusOr<Core::Session*> Core::FindSessionLocked(uint64_t session) {
-  auto found = sessions_.Find(session, "session");
-  if (!found.ok()) return found.status();
-  return (*found)->get();
-}
-
 absl::StatusOr<BufferInfo> Core::Allocate(uint64_t session, uint64_t bytes,
-                                          bool zeroed) {
+                                          AllocationKind kind,
+                                          uint64_t stream) {
   bytes = std::max<uint64_t>(bytes, 1);
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
+  uint64_t origin = 0;
+  MemoryRef memory;
   {
-    // Refuse an unknown session before touching device memory.
-    absl::MutexLock lock(&mu_);
-    HRX_RETURN_IF_ERROR(FindSessionLocked(session).status());
+    absl::MutexLock lock(&owner->mu);
+    if (stream != 0) {
+      HRX_ASSIGN_OR_RETURN(std::shared_ptr<StreamEntry> * entry,
+                           owner->streams.Find(stream, "allocate stream"));
+      origin = (*entry)->id;
+    }
+    // Only plain device memory is pooled: its contents are unspecified
+    // anyway, and the pool is this session's own.
+    if (kind == AllocationKind::kDevice) {
+      memory = owner->allocation_pool.Take(bytes);
+    }
   }
-  HRX_ASSIGN_OR_RETURN(MemoryRef memory,
-                       backend_->Allocate(bytes, backend::MemoryKind::kDevice,
-                                          zeroed));
-  absl::MutexLock lock(&mu_);
-  // The session may have closed meanwhile; then `memory` is simply dropped.
-  HRX_ASSIGN_OR_RETURN(Session * owner, FindSessionLocked(session));
-  return BufferInfo{owner->buffers.Insert(BufferEntry{std::move(memory)}),
-                    bytes};
+  if (memory == nullptr) {
+    auto fresh = backend_->Allocate(bytes, MemoryKindOf(kind),
+                                    kind == AllocationKind::kZeroed);
+    if (!fresh.ok() &&
+        fresh.status().code() == absl::StatusCode::kResourceExhausted) {
+      // Memory parked in this session's pools is given back before refusing.
+      {
+        absl::MutexLock lock(&owner->mu);
+        owner->allocation_pool = AllocationPool();
+        owner->staging_pool = StagingPool();
+      }
+      fresh = backend_->Allocate(bytes, MemoryKindOf(kind),
+                                 kind == AllocationKind::kZeroed);
+    }
+    if (!fresh.ok()) return fresh.status();
+    memory = *std::move(fresh);
+  }
+  const uint64_t allocation_id = memory->id();
+  absl::MutexLock lock(&owner->mu);
+  const uint64_t handle =
+      owner->buffers.Insert(BufferEntry{std::move(memory), origin});
+  return BufferInfo{handle, bytes, allocation_id};
 }
 
 absl::Status Core::Free(uint64_t session, uint64_t buffer) {
-  absl::MutexLock lock(&mu_);
-  HRX_ASSIGN_OR_RETURN(Session * owner, FindSessionLocked(session));
-  return owner->buffers.Remove(buffer, "free buffer").status();
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
+  absl::MutexLock lock(&owner->mu);
+  HRX_ASSIGN_OR_RETURN(BufferEntry entry,
+                       owner->buffers.Remove(buffer, "free buffer"));
+  const uint64_t id = entry.memory->id();
+  owner->streams.ForEach([id](const std::shared_ptr<StreamEntry>& stream) {
+    stream->dispatch_cache.EvictMemory(id);
+    stream->transfer_cache.EvictMemory(id);
+  });
+  if (entry.memory->kind() == backend::MemoryKind::kDevice) {
+    owner->allocation_pool.Give(std::move(entry.memory));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<KernelInfo> Core::LoadKernel(
+    uint64_t session, std::string_view code, const std::string& entry,
+    const backend::KernelSignature* declared) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
+  {
+    absl::MutexLock lock(&owner->mu);
+    if (owner->kernels.size() >= kMaxKernelsPerSession) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "too_many_kernels: load kernel %s: the session holds %u kernels, "
+          "the limit is %u. Fix: unload kernels it no longer uses.",
+          entry, owner->kernels.size(), kMaxKernelsPerSession));
+    }
+  }
+  HRX_ASSIGN_OR_RETURN(backend::KernelRef kernel,
+                       backend_->LoadKernel(code, entry));
+  if (declared != nullptr &&
+      (declared->args != kernel->signature().args ||
+       declared->workgroup_size != kernel->signature().workgroup_size)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "signature_mismatch: load kernel %s: declared %s but the module "
+        "declares %s. Fix: declare the kernel's real signature, or none to "
+        "use the module's.",
+        entry, SignatureText(*declared), SignatureText(kernel->signature())));
+  }
+  absl::MutexLock lock(&owner->mu);
+  KernelInfo info{0, entry, kernel->signature()};
+  info.handle = owner->kernels.Insert(std::move(kernel));
+  return info;
+}
+
+absl::Status Core::UnloadKernel(uint64_t session, uint64_t kernel) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
+  absl::MutexLock lock(&owner->mu);
+  HRX_ASSIGN_OR_RETURN(backend::KernelRef removed,
+                       owner->kernels.Remove(kernel, "unload kernel"));
+  owner->streams.ForEach([&](const std::shared_ptr<StreamEntry>& stream) {
+    stream->dispatch_cache.EvictIf([&](const backend::DispatchRef& dispatch) {
+      return dispatch->kernel == removed;
+    });
+  });
+  return absl::OkStatus();
 }
 
 absl::StatusOr<StreamInfo> Core::CreateStream(uint64_t session) {
-  absl::MutexLock lock(&mu_);
-  HRX_ASSIGN_OR_RETURN(Session * owner, FindSessionLocked(session));
+  static std::atomic<uint64_t> next_stream_id{1};
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
   HRX_ASSIGN_OR_RETURN(QueueAssignment assignment, queues_.Assign());
-  const uint64_t handle =
-      owner->streams.Insert(StreamEntry{assignment.index, assignment.queue});
+  absl::MutexLock lock(&owner->mu);
+  const uint64_t handle = owner->streams.Insert(std::make_shared<StreamEntry>(
+      next_stream_id.fetch_add(1), assignment.index, assignment.queue));
   return StreamInfo{handle, assignment.index};
 }
 
 void Core::DestroyStream(uint64_t session, uint64_t stream,
                          DoneCallback done) {
-  backend::Queue* queue = nullptr;
+  auto owner = FindSession(session);
+  if (!owner.ok()) return done(owner.status());
+  std::shared_ptr<StreamEntry> removed;
   {
-    absl::MutexLock lock(&mu_);
-    auto owner = FindSessionLocked(session);
-    if (!owner.ok()) return done(owner.status());
-    auto removed = (*owner)->streams.Remove(stream, "destroy stream");
-    if (!removed.ok()) return done(removed.status());
-    queue = removed->queue;
+    absl::MutexLock lock(&(*owner)->mu);
+    auto entry = (*owner)->streams.Remove(stream, "destroy stream");
+    if (!entry.ok()) return done(entry.status());
+    removed = *std::move(entry);
   }
-  auto fence = queue->EnqueueHostCallback(done);
-  if (!fence.ok()) done(fence.status());
+  removed->queue->OnComplete(removed->published, std::move(done));
 }
 
-absl::StatusOr<Core::StreamEntry*> Core::FindStreamLocked(
-    uint64_t session, uint64_t stream, std::string_view what) {
-  HRX_ASSIGN_OR_RETURN(Session * owner, FindSessionLocked(session));
-  return owner->streams.Find(stream, what);
-}
-
-absl::StatusOr<Core::ResolvedView> Core::ResolveView(Session& session,
-                                                     const ViewRef& view,
-                                                     std::string_view what) {
-  HRX_ASSIGN_OR_RETURN(BufferEntry * buffer,
-                       session.buffers.Find(view.buffer, what));
-  HRX_RETURN_IF_ERROR(shared::CheckSpan(what, view.offset, view.length,
-                                        buffer->memory->size()));
-  return ResolvedView{buffer->memory, view.offset, view.length};
-}
-
-absl::StatusOr<size_t> Core::Submit(uint64_t session, uint64_t stream,
-                                    std::vector<Command> commands) {
-  if (commands.size() > kMaxCommandsPerSubmit) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "batch_too_large: submit: %u commands in one batch, the limit is %u. "
-        "Fix: split the batch.",
-        commands.size(), kMaxCommandsPerSubmit));
+absl::StatusOr<bool> Core::QueryEvent(uint64_t session, uint64_t event) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
+  absl::MutexLock lock(&owner->mu);
+  auto it = owner->events.find(event);
+  if (it == owner->events.end()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "unknown_event: query event %u: this session has no such event. "
+        "Fix: query events recorded by this session's streams.",
+        event));
   }
-  absl::MutexLock lock(&mu_);
-  HRX_ASSIGN_OR_RETURN(Session * owner, FindSessionLocked(session));
-  HRX_ASSIGN_OR_RETURN(StreamEntry * target,
-                       owner->streams.Find(stream, "submit stream"));
-  HRX_RETURN_IF_ERROR(EnqueueChecked(*owner, *target->queue, commands));
-  commands_submitted_ += commands.size();
-  return commands.size();
+  if (it->second.queue == nullptr) return false;
+  return it->second.queue->completed() >= it->second.fence;
 }
 
-absl::Status Core::EnqueueChecked(Session& session, backend::Queue& queue,
-                                  std::vector<Command>& commands) {
-  const size_t count = commands.size();
-  std::vector<Prepared> prepared;
-  prepared.reserve(count);
-  // Pass 1: check everything; nothing is enqueued unless all of it is valid.
-  for (size_t i = 0; i < count; ++i) {
-    Command& command = commands[i];
-    if (auto* fill = std::get_if<FillCommand>(&command)) {
-      HRX_ASSIGN_OR_RETURN(
-          ResolvedView dst,
-          ResolveView(session, fill->dst, CommandLabel(i, count, "fill", "dst")));
-      prepared.push_back(
-          PreparedFill{dst.memory, dst.offset, dst.length, fill->value});
-    } else if (auto* copy = std::get_if<CopyCommand>(&command)) {
-      HRX_ASSIGN_OR_RETURN(
-          ResolvedView dst,
-          ResolveView(session, copy->dst, CommandLabel(i, count, "copy", "dst")));
-      HRX_ASSIGN_OR_RETURN(
-          ResolvedView src,
-          ResolveView(session, copy->src, CommandLabel(i, count, "copy", "src")));
-      if (dst.length != src.length) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "copy_length_mismatch: %s: dst is %u bytes but src is %u bytes. "
-            "Fix: copy between views of equal length.",
-            CommandLabel(i, count, "copy", "views"), dst.length, src.length));
-      }
-      if (dst.memory == src.memory &&
-          shared::SpansOverlap(dst.offset, src.offset, dst.length)) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "copy_overlap: %s: dst [%u, +%u) overlaps src [%u, +%u) in the "
-            "same buffer. Fix: copy through a temporary buffer.",
-            CommandLabel(i, count, "copy", "views"), dst.offset, dst.length,
-            src.offset, src.length));
-      }
-      prepared.push_back(PreparedCopy{dst.memory, dst.offset, src.memory,
-                                      src.offset, dst.length});
-    } else {
-      auto& upload = std::get<UploadCommand>(command);
-      const std::string label = CommandLabel(i, count, "upload", "dst");
-      HRX_ASSIGN_OR_RETURN(ResolvedView dst,
-                           ResolveView(session, upload.dst, label));
-      if (upload.data.size() > dst.length) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "upload_too_large: %s: %u bytes of data do not fit the %u-byte "
-            "view. Fix: upload at most the view's length.",
-            label, upload.data.size(), dst.length));
-      }
-      prepared.push_back(PreparedUpload{
-          dst.memory, dst.offset,
-          std::make_shared<const std::string>(std::move(upload.data))});
+void Core::SynchronizeEvent(uint64_t session, uint64_t event,
+                            DoneCallback done) {
+  auto owner = FindSession(session);
+  if (!owner.ok()) return done(owner.status());
+  EventEntry entry;
+  {
+    absl::MutexLock lock(&(*owner)->mu);
+    auto it = (*owner)->events.find(event);
+    if (it == (*owner)->events.end() || it->second.queue == nullptr) {
+      return done(absl::NotFoundError(absl::StrFormat(
+          "unknown_event: synchronize event %u: this session has no such "
+          "published event. Fix: synchronize events recorded by this "
+          "session's streams.",
+          event)));
     }
+    entry = it->second;
   }
-  // Pass 2: enqueue in order. Empty ranges are valid no-ops.
-  for (Prepared& op : prepared) {
-    absl::Status enqueued;
-    if (auto* fill = std::get_if<PreparedFill>(&op)) {
-      if (fill->length == 0) continue;
-      enqueued = queue.EnqueueFill(fill->dst, fill->offset, fill->length,
-                                   fill->value).status();
-    } else if (auto* copy = std::get_if<PreparedCopy>(&op)) {
-      if (copy->length == 0) continue;
-      enqueued = queue.EnqueueCopy(copy->dst, copy->dst_offset, copy->src,
-                                   copy->src_offset, copy->length).status();
-    } else {
-      auto& upload = std::get<PreparedUpload>(op);
-      if (upload.data->empty()) continue;
-      enqueued = queue.EnqueueWrite(upload.dst, upload.offset,
-                                    std::move(upload.data)).status();
-    }
-    // The backend refusing an enqueue is a device failure, not bad input.
-    HRX_RETURN_IF_ERROR(enqueued);
+  entry.queue->OnComplete(entry.fence, std::move(done));
+}
+
+absl::Status Core::ReleaseEvent(uint64_t session, uint64_t event) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
+  absl::MutexLock lock(&owner->mu);
+  if (owner->events.erase(event) == 0) {
+    return absl::NotFoundError(absl::StrFormat(
+        "unknown_event: release event %u: this session has no such event. "
+        "Fix: release each recorded event once.",
+        event));
   }
   return absl::OkStatus();
-}
-
-void Core::Synchronize(uint64_t session, uint64_t stream, DoneCallback done) {
-  absl::MutexLock lock(&mu_);
-  auto target = FindStreamLocked(session, stream, "synchronize stream");
-  if (!target.ok()) return done(target.status());
-  auto fence = (*target)->queue->EnqueueHostCallback(done);
-  if (!fence.ok()) done(fence.status());
-}
-
-void Core::Read(uint64_t session, uint64_t stream, const ViewRef& src,
-                std::string* out, DoneCallback done) {
-  absl::MutexLock lock(&mu_);
-  auto target = FindStreamLocked(session, stream, "read stream");
-  if (!target.ok()) return done(target.status());
-  auto owner = FindSessionLocked(session);
-  auto view = ResolveView(**owner, src, "read src");
-  if (!view.ok()) return done(view.status());
-  if (view->length > kMaxInlineReadBytes) {
-    return done(absl::InvalidArgumentError(absl::StrFormat(
-        "read_too_large: read src: %s (%u bytes) in one reply, the limit is "
-        "%s. Fix: read in chunks of at most %u bytes.",
-        shared::FormatBytes(view->length), view->length,
-        shared::FormatBytes(kMaxInlineReadBytes), kMaxInlineReadBytes)));
-  }
-  backend::Queue& queue = *(*target)->queue;
-  out->resize(view->length);
-  if (view->length != 0) {
-    auto fence =
-        queue.EnqueueRead(view->memory, view->offset, view->length, out->data());
-    if (!fence.ok()) return done(fence.status());
-  }
-  auto fence = queue.EnqueueHostCallback(done);
-  if (!fence.ok()) done(fence.status());
 }
 
 void Core::Drain() { queues_.DrainAll(); }

@@ -1,11 +1,16 @@
-// The daemon's domain logic: sessions, their buffers and streams, and the
-// ordered command path onto the backend's queues. Speaks core types and
-// absl::Status; knows nothing of gRPC, so it is tested directly.
+// The daemon's domain logic: sessions and their buffers, streams, kernels and
+// events; the ordered command path onto the backend's queues; the bounded
+// caches and pools. Speaks core types and absl::Status; knows nothing of
+// gRPC, so it is tested directly.
 //
-// Every handle and view a caller passes is untrusted and checked here.
+// Every handle, id and view a caller passes is untrusted and checked here.
 // Methods that wait for the device take a `done` callback instead of
 // blocking; it runs exactly once, possibly on a backend thread, and must not
 // call back into Core.
+//
+// Locking: Core::mu_ guards the session table; each session's own mutex
+// guards everything in it, streams included. Nothing waits for the device
+// while holding either.
 //
 // Thread-safe.
 #ifndef HRX_DAEMON_CORE_CORE_H_
@@ -35,6 +40,9 @@ struct CoreOptions {
 
 using DoneCallback = std::function<void(absl::Status)>;
 
+class Session;
+struct StreamEntry;
+
 class Core {
  public:
   Core(std::unique_ptr<backend::Backend> backend, const CoreOptions& options);
@@ -42,6 +50,7 @@ class Core {
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
 
+  // --- Sessions ---------------------------------------------------------
   // RESOURCE_EXHAUSTED past kMaxSessions; INVALID_ARGUMENT for a client name
   // longer than kMaxClientNameBytes.
   absl::StatusOr<uint64_t> OpenSession(const std::string& client_name);
@@ -50,64 +59,68 @@ class Core {
   void CloseSession(uint64_t session,
                     std::function<void(absl::StatusOr<CloseSummary>)> done);
 
+  // --- Device -----------------------------------------------------------
   DeviceInfo device_info() const;
   CoreStatus status() const;
+  // See QueuePool::SetCapacity.
+  absl::Status SetQueueCount(uint32_t count);
 
-  // A zero-byte request is rounded up to one byte.
+  // --- Buffers ----------------------------------------------------------
+  // A zero-byte request is rounded up to one byte. `stream` (0: none) is the
+  // stream allocating it: commands binding only buffers of their own stream
+  // are cached, and scratch recycling checks it.
   absl::StatusOr<BufferInfo> Allocate(uint64_t session, uint64_t bytes,
-                                      bool zeroed);
-  // The handle dies at once; the memory lives until queued uses complete.
+                                      AllocationKind kind, uint64_t stream = 0);
+  // The handle dies at once and cached commands binding the buffer are
+  // evicted; the memory lives until queued uses complete.
   absl::Status Free(uint64_t session, uint64_t buffer);
 
+  // --- Kernels ----------------------------------------------------------
+  // Loads `entry` from `code` and learns its signature. When `declared` is
+  // set, it must match what the module declares ("signature_mismatch").
+  absl::StatusOr<KernelInfo> LoadKernel(
+      uint64_t session, std::string_view code, const std::string& entry,
+      const backend::KernelSignature* declared = nullptr);
+  absl::Status UnloadKernel(uint64_t session, uint64_t kernel);
+
+  // --- Streams ----------------------------------------------------------
   absl::StatusOr<StreamInfo> CreateStream(uint64_t session);
   // The handle dies at once; `done` runs after the stream's queued work.
   void DestroyStream(uint64_t session, uint64_t stream, DoneCallback done);
 
   // Checks every command, then enqueues all of them in order; a batch with a
-  // bad command is refused whole. Returns the number of commands enqueued.
+  // bad command runs none of it, and the refusal names the command's
+  // position. With SubmitErrors::kDefer the refusal is kept for the stream's
+  // next synchronisation point (Synchronize, Read, Poll) and Submit returns
+  // OK. Uploads past the staging bounds wait for the stream's earlier work.
   absl::StatusOr<size_t> Submit(uint64_t session, uint64_t stream,
-                                std::vector<Command> commands);
+                                std::vector<Command> commands,
+                                SubmitErrors errors = SubmitErrors::kReturn);
+  // Completes after everything submitted to the stream so far; reports (and
+  // clears) a deferred refusal first.
   void Synchronize(uint64_t session, uint64_t stream, DoneCallback done);
   // Fills `*out` (which must outlive `done`) with the view's bytes, ordered
   // after earlier work on the stream.
   void Read(uint64_t session, uint64_t stream, const ViewRef& src,
             std::string* out, DoneCallback done);
+  // Without waiting: whether everything submitted so far has completed.
+  // Reports a deferred refusal; reclaims completed staging.
+  absl::StatusOr<bool> Poll(uint64_t session, uint64_t stream);
+  absl::StatusOr<StreamStats> GetStreamStats(uint64_t session,
+                                             uint64_t stream);
+
+  // --- Events -----------------------------------------------------------
+  absl::StatusOr<bool> QueryEvent(uint64_t session, uint64_t event);
+  void SynchronizeEvent(uint64_t session, uint64_t event, DoneCallback done);
+  absl::Status ReleaseEvent(uint64_t session, uint64_t event);
 
   // Waits for everything enqueued so far (daemon shutdown).
   void Drain();
 
  private:
-  struct BufferEntry {
-    backend::MemoryRef memory;
-  };
-  struct StreamEntry {
-    uint32_t queue_index = 0;
-    backend::Queue* queue = nullptr;
-  };
-  struct Session {
-    std::string client_name;
-    HandleTable<BufferEntry> buffers{shared::HandleKind::kBuffer};
-    HandleTable<StreamEntry> streams{shared::HandleKind::kStream};
-  };
-  // A checked view: the memory it names and a range known to lie inside it.
-  struct ResolvedView {
-    backend::MemoryRef memory;
-    uint64_t offset;
-    uint64_t length;
-  };
-
-  absl::StatusOr<Session*> FindSessionLocked(uint64_t session)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<StreamEntry*> FindStreamLocked(uint64_t session,
-                                                uint64_t stream,
-                                                std::string_view what)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static absl::StatusOr<ResolvedView> ResolveView(Session& session,
-                                                  const ViewRef& view,
-                                                  std::string_view what);
-  absl::Status EnqueueChecked(Session& session, backend::Queue& queue,
-                              std::vector<Command>& commands)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::shared_ptr<Session>> FindSession(uint64_t session);
+  // Moves completed upload staging of `stream` into its pools.
+  static void ReclaimStaging(Session& session, StreamEntry& stream);
 
   // Constant after construction.
   const std::unique_ptr<backend::Backend> backend_;
@@ -115,9 +128,8 @@ class Core {
   QueuePool queues_;  // internally synchronized
 
   mutable absl::Mutex mu_;
-  HandleTable<std::unique_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_){
+  HandleTable<std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_){
       shared::HandleKind::kSession};
-  uint64_t commands_submitted_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace hrx::daemon

@@ -30,7 +30,7 @@ class CoreTest : public ::testing::Test {
   }
 
   uint64_t Allocate(uint64_t bytes) {
-    auto buffer = core_.Allocate(session_, bytes, true);
+    auto buffer = core_.Allocate(session_, bytes, AllocationKind::kZeroed, stream_);
     EXPECT_THAT(buffer.status(), IsOk());
     return buffer->handle;
   }
@@ -119,7 +119,7 @@ TEST_F(CoreTest, AcceptsZeroLengthCommandsAsNoOps) {
 }
 
 TEST_F(CoreTest, ZeroByteAllocationRoundsUpToOne) {
-  auto buffer = core_.Allocate(session_, 0, false);
+  auto buffer = core_.Allocate(session_, 0, AllocationKind::kDevice);
   ASSERT_THAT(buffer.status(), IsOk());
   EXPECT_EQ(buffer->bytes, 1u);
 }
@@ -152,7 +152,10 @@ TEST_F(CoreTest, FreedBufferHandleIsStaleAndMemoryOutlivesQueuedWork) {
   EXPECT_THAT(core_.Free(session_, a),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("stale_handle")));
   ASSERT_THAT(Sync(), IsOk());
-  EXPECT_EQ(core_.status().bytes_in_use, 0u);
+  // The freed 1 MiB now sits in the session's allocation pool, for reuse.
+  const CoreStatus status = core_.status();
+  EXPECT_EQ(status.allocation_pool.entries, 1u);
+  EXPECT_EQ(status.bytes_in_use, uint64_t{1} << 20);
 }
 
 TEST_F(CoreTest, ReadLimitIsInclusiveAtEightMiB) {
@@ -179,9 +182,9 @@ TEST_F(CoreTest, BatchLimitIsInclusive) {
 
 TEST_F(CoreTest, DeviceMemoryLimitIsInclusive) {
   const uint64_t used = core_.status().bytes_in_use;
-  auto fits = core_.Allocate(session_, kDeviceBytes - used, false);
+  auto fits = core_.Allocate(session_, kDeviceBytes - used, AllocationKind::kDevice);
   ASSERT_THAT(fits.status(), IsOk());
-  EXPECT_THAT(core_.Allocate(session_, 1, false),
+  EXPECT_THAT(core_.Allocate(session_, 1, AllocationKind::kDevice),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        HasSubstr("device_memory_exhausted")));
 }
@@ -221,7 +224,7 @@ TEST_F(CoreTest, CloseSessionFreesEverythingAndStalesItsHandle) {
   const CoreStatus status = core_.status();
   EXPECT_EQ(status.sessions, 0u);
   EXPECT_EQ(status.bytes_in_use, 0u);
-  EXPECT_THAT(core_.Allocate(session_, 1, false),
+  EXPECT_THAT(core_.Allocate(session_, 1, AllocationKind::kDevice),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("stale_handle")));
 }
 

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/strings/str_format.h"
+
 namespace hrx::daemon {
 
 QueuePool::QueuePool(backend::Backend& backend, uint32_t capacity)
@@ -17,6 +19,31 @@ absl::StatusOr<QueueAssignment> QueuePool::Assign() {
   }
   next_ = (next_ + 1) % capacity_;
   return QueueAssignment{index, queues_[index].get()};
+}
+
+uint32_t QueuePool::capacity() const {
+  absl::MutexLock lock(&mu_);
+  return capacity_;
+}
+
+absl::Status QueuePool::SetCapacity(uint32_t count) {
+  if (count == 0 || count > kMaxQueueCount) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "bad_queue_count: set queue count %u: the pool holds 1 to %u queues. "
+        "Fix: pass a count in that range.",
+        count, kMaxQueueCount));
+  }
+  absl::MutexLock lock(&mu_);
+  if (count == capacity_) return absl::OkStatus();
+  if (!queues_.empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "queue_pool_busy: set queue count %u: streams already run on %u "
+        "queue(s) of a pool of %u. Fix: set the count before the first "
+        "stream is created (or restart hrxd with --queue_count=%u).",
+        count, queues_.size(), capacity_, count));
+  }
+  capacity_ = count;
+  return absl::OkStatus();
 }
 
 uint32_t QueuePool::created() const {

@@ -20,6 +20,7 @@ namespace hrx::daemon {
 
 // Default size of the pool, as in the in-process runtime.
 inline constexpr uint32_t kDefaultQueueCount = 8;
+inline constexpr uint32_t kMaxQueueCount = 64;
 
 struct QueueAssignment {
   uint32_t index;
@@ -31,17 +32,22 @@ class QueuePool {
   QueuePool(backend::Backend& backend, uint32_t capacity);
 
   absl::StatusOr<QueueAssignment> Assign();
-  uint32_t capacity() const { return capacity_; }
+  uint32_t capacity() const;
   uint32_t created() const;
+
+  // Sets the pool's size. Only before the first queue exists: afterwards a
+  // different count is FAILED_PRECONDITION "queue_pool_busy" (repeating the
+  // current count is allowed). INVALID_ARGUMENT outside 1..kMaxQueueCount.
+  absl::Status SetCapacity(uint32_t count);
 
   // Waits until everything enqueued so far on every queue has completed.
   void DrainAll();
 
  private:
   backend::Backend& backend_;
-  const uint32_t capacity_;
 
   mutable absl::Mutex mu_;
+  uint32_t capacity_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<backend::Queue>> queues_ ABSL_GUARDED_BY(mu_);
   uint32_t next_ ABSL_GUARDED_BY(mu_) = 0;
 };

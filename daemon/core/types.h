@@ -3,9 +3,15 @@
 #ifndef HRX_DAEMON_CORE_TYPES_H_
 #define HRX_DAEMON_CORE_TYPES_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <variant>
+#include <vector>
+
+#include "daemon/backend/backend.h"
+#include "daemon/core/command_cache.h"
+#include "daemon/core/pools.h"
 
 namespace hrx::daemon {
 
@@ -14,6 +20,11 @@ inline constexpr uint64_t kMaxSessions = 1024;
 inline constexpr size_t kMaxCommandsPerSubmit = 4096;
 inline constexpr uint64_t kMaxInlineReadBytes = uint64_t{8} << 20;
 inline constexpr size_t kMaxClientNameBytes = 128;
+inline constexpr size_t kMaxKernelsPerSession = 256;
+inline constexpr size_t kMaxEventsPerSession = 65536;
+inline constexpr size_t kDispatchCacheEntries = 1024;
+inline constexpr uint64_t kDispatchCacheBytes = uint64_t{16} << 20;
+inline constexpr size_t kTransferCacheEntries = 128;
 
 struct ViewRef {
   uint64_t buffer = 0;
@@ -36,11 +47,62 @@ struct UploadCommand {
   std::string data;
 };
 
-using Command = std::variant<FillCommand, CopyCommand, UploadCommand>;
+// Event ids are chosen by the client (nonzero, unique among the session's
+// live events), so recording needs no round trip.
+struct RecordEventCommand {
+  uint64_t event = 0;
+};
+
+struct WaitEventCommand {
+  uint64_t event = 0;
+};
+
+struct DispatchCommand {
+  uint64_t kernel = 0;
+  std::array<uint32_t, 3> grid = {1, 1, 1};
+  std::array<uint32_t, 3> block = {1, 1, 1};
+  std::string constants;
+  std::vector<ViewRef> bindings;
+};
+
+using Command = std::variant<FillCommand, CopyCommand, UploadCommand,
+                             RecordEventCommand, WaitEventCommand,
+                             DispatchCommand>;
+
+enum class AllocationKind {
+  kDevice,  // unspecified contents
+  kZeroed,  // all bytes zero
+  kShared,  // host-coherent memory the client may map
+};
+
+// How Submit reports a bad command. Either way nothing of the batch runs.
+enum class SubmitErrors {
+  kReturn,  // return it now (unary Submit)
+  kDefer,   // keep it for the stream's next synchronisation point
+};
+
+struct KernelInfo {
+  uint64_t handle = 0;
+  std::string entry;
+  backend::KernelSignature signature;
+};
+
+struct StreamStats {
+  uint32_t queue = 0;
+  uint64_t published_fence = 0;
+  uint64_t completed_fence = 0;
+  std::vector<uint64_t> pending_staging_ids;
+  uint64_t pending_staging_bytes = 0;
+  std::vector<uint64_t> completed_staging_ids;
+  PoolStats upload_staging;
+  CacheStats dispatch_cache;
+  CacheStats transfer_cache;
+};
 
 struct BufferInfo {
   uint64_t handle = 0;
   uint64_t bytes = 0;
+  uint64_t allocation_id = 0;  // identifies the backing allocation
 };
 
 struct StreamInfo {
@@ -69,6 +131,14 @@ struct CoreStatus {
   uint64_t buffers = 0;
   uint64_t bytes_in_use = 0;
   uint64_t commands_submitted = 0;
+  uint64_t kernels = 0;
+  uint64_t events = 0;
+  uint32_t queues_created = 0;
+  CacheStats dispatch_cache;   // summed over streams
+  CacheStats transfer_cache;   // summed over streams
+  PoolStats allocation_pool;   // summed over sessions
+  PoolStats staging_pool;      // summed over sessions
+  PoolStats upload_staging;    // completed upload staging, summed over streams
 };
 
 }  // namespace hrx::daemon

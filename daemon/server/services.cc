@@ -79,9 +79,11 @@ grpc::ServerUnaryReactor* BuffersService::Allocate(
     hrx::v1::AllocateResponse* response) {
   auto session = DecodeSession(*context);
   if (!session.ok()) return Finish(context, session.status());
-  const bool zeroed =
-      request->contents() == hrx::v1::INITIAL_CONTENTS_ZEROED;
-  auto buffer = core_.Allocate(*session, request->bytes(), zeroed);
+  const AllocationKind kind =
+      request->contents() == hrx::v1::INITIAL_CONTENTS_ZEROED
+          ? AllocationKind::kZeroed
+          : AllocationKind::kDevice;
+  auto buffer = core_.Allocate(*session, request->bytes(), kind);
   if (buffer.ok()) {
     response->set_buffer(buffer->handle);
     response->set_bytes(buffer->bytes);

@@ -1,0 +1,83 @@
+// One client session's state: its buffers, streams, kernels and events, and
+// the per-session pools. Internal to Core; every member is guarded by `mu`.
+#ifndef HRX_DAEMON_CORE_SESSION_H_
+#define HRX_DAEMON_CORE_SESSION_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/backend/backend.h"
+#include "daemon/core/command_cache.h"
+#include "daemon/core/handle_table.h"
+#include "daemon/core/pools.h"
+#include "daemon/core/types.h"
+
+namespace hrx::daemon {
+
+struct BufferEntry {
+  backend::MemoryRef memory;
+  uint64_t origin_stream = 0;  // StreamEntry::id of the allocating stream
+};
+
+// A cached fill (src == nullptr) or copy, resolved and checked.
+struct PreparedTransfer {
+  backend::MemoryRef dst;
+  uint64_t dst_offset = 0;
+  backend::MemoryRef src;
+  uint64_t src_offset = 0;
+  uint64_t length = 0;
+  uint8_t value = 0;
+};
+
+struct StreamEntry {
+  StreamEntry(uint64_t id, uint32_t queue_index, backend::Queue* queue)
+      : id(id), queue_index(queue_index), queue(queue) {}
+
+  const uint64_t id;  // unique for the daemon's run
+  const uint32_t queue_index;
+  backend::Queue* const queue;  // owned by the queue pool
+
+  backend::Fence published = 0;  // fence of the stream's last command
+  absl::Status deferred_error;   // a refused batch, for the next sync point
+  UploadStaging staging;
+  CommandCache<backend::DispatchRef> dispatch_cache{kDispatchCacheEntries,
+                                                    kDispatchCacheBytes};
+  CommandCache<PreparedTransfer> transfer_cache{kTransferCacheEntries,
+                                                ~uint64_t{0}};
+};
+
+// A recorded event: a fence of one queue. `queue` is null while the batch
+// that records it is still being enqueued (it waits for staging).
+struct EventEntry {
+  backend::Queue* queue = nullptr;
+  backend::Fence fence = 0;
+};
+
+class Session {
+ public:
+  explicit Session(std::string client_name)
+      : client_name(std::move(client_name)) {}
+
+  const std::string client_name;
+
+  absl::Mutex mu;
+  HandleTable<BufferEntry> buffers ABSL_GUARDED_BY(mu){
+      shared::HandleKind::kBuffer};
+  HandleTable<std::shared_ptr<StreamEntry>> streams ABSL_GUARDED_BY(mu){
+      shared::HandleKind::kStream};
+  HandleTable<backend::KernelRef> kernels ABSL_GUARDED_BY(mu){
+      shared::HandleKind::kKernel};
+  absl::flat_hash_map<uint64_t, EventEntry> events ABSL_GUARDED_BY(mu);
+  AllocationPool allocation_pool ABSL_GUARDED_BY(mu);
+  StagingPool staging_pool ABSL_GUARDED_BY(mu);
+  uint64_t commands_submitted ABSL_GUARDED_BY(mu) = 0;
+};
+
+}  // namespace hrx::daemon
+
+#endif  // HRX_DAEMON_CORE_SESSION_H_
