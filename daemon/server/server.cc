@@ -16,11 +16,15 @@ class Services {
         devices(core),
         buffers(core),
         streams(core),
+        kernels(core),
+        events(core),
         status(core) {}
   SessionsService sessions;
   DevicesService devices;
   BuffersService buffers;
   StreamsService streams;
+  KernelsService kernels;
+  EventsService events;
   DaemonStatusService status;
 };
 
@@ -37,6 +41,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
   builder.RegisterService(&services->devices);
   builder.RegisterService(&services->buffers);
   builder.RegisterService(&services->streams);
+  builder.RegisterService(&services->kernels);
+  builder.RegisterService(&services->events);
   builder.RegisterService(&services->status);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {

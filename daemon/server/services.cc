@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <optional>
 #include <utility>
 
 #include "daemon/server/decode.h"
+#include "daemon/server/stream_reactor.h"
 #include "shared/grpc_status.h"
 #include "shared/version.h"
 
@@ -26,6 +28,20 @@ DoneCallback FinishLater(grpc::ServerUnaryReactor* reactor) {
   return [reactor](absl::Status status) {
     reactor->Finish(ToGrpcStatus(status));
   };
+}
+
+void EncodeCounters(const CacheStats& stats, hrx::v1::CacheCounters* out) {
+  out->set_entries(stats.entries);
+  out->set_bytes(stats.bytes);
+  out->set_hits(stats.hits);
+  out->set_misses(stats.misses);
+  out->set_evictions(stats.evictions);
+}
+
+void EncodeCounters(const PoolStats& stats, hrx::v1::CacheCounters* out) {
+  EncodeCounters(CacheStats{stats.entries, stats.bytes, stats.hits,
+                            stats.misses, stats.evictions},
+                 out);
 }
 
 void EncodeDeviceInfo(const DeviceInfo& info, hrx::v1::DeviceInfo* out) {
@@ -73,6 +89,73 @@ grpc::ServerUnaryReactor* DevicesService::GetDeviceInfo(
   return Finish(context, absl::OkStatus());
 }
 
+grpc::ServerUnaryReactor* DevicesService::SetQueueCount(
+    grpc::CallbackServerContext* context,
+    const hrx::v1::SetQueueCountRequest* request,
+    hrx::v1::SetQueueCountResponse* response) {
+  auto session = DecodeSession(*context);
+  if (!session.ok()) return Finish(context, session.status());
+  return Finish(context, core_.SetQueueCount(request->count()));
+}
+
+grpc::ServerUnaryReactor* KernelsService::LoadKernel(
+    grpc::CallbackServerContext* context,
+    const hrx::v1::LoadKernelRequest* request,
+    hrx::v1::LoadKernelResponse* response) {
+  auto session = DecodeSession(*context);
+  if (!session.ok()) return Finish(context, session.status());
+  std::optional<backend::KernelSignature> declared;
+  if (request->has_declared()) {
+    auto decoded = DecodeSignature(request->declared());
+    if (!decoded.ok()) return Finish(context, decoded.status());
+    declared = *std::move(decoded);
+  }
+  auto kernel = core_.LoadKernel(*session, request->code(), request->entry(),
+                                 declared ? &*declared : nullptr);
+  if (kernel.ok()) {
+    response->set_kernel(kernel->handle);
+    EncodeSignature(kernel->signature, response->mutable_signature());
+  }
+  return Finish(context, kernel.status());
+}
+
+grpc::ServerUnaryReactor* KernelsService::UnloadKernel(
+    grpc::CallbackServerContext* context,
+    const hrx::v1::UnloadKernelRequest* request,
+    hrx::v1::UnloadKernelResponse* response) {
+  auto session = DecodeSession(*context);
+  if (!session.ok()) return Finish(context, session.status());
+  return Finish(context, core_.UnloadKernel(*session, request->kernel()));
+}
+
+grpc::ServerUnaryReactor* EventsService::QueryEvent(
+    grpc::CallbackServerContext* context, const hrx::v1::EventRequest* request,
+    hrx::v1::QueryEventResponse* response) {
+  auto session = DecodeSession(*context);
+  if (!session.ok()) return Finish(context, session.status());
+  auto complete = core_.QueryEvent(*session, request->event());
+  if (complete.ok()) response->set_complete(*complete);
+  return Finish(context, complete.status());
+}
+
+grpc::ServerUnaryReactor* EventsService::SynchronizeEvent(
+    grpc::CallbackServerContext* context, const hrx::v1::EventRequest* request,
+    hrx::v1::SynchronizeEventResponse* response) {
+  auto session = DecodeSession(*context);
+  if (!session.ok()) return Finish(context, session.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  core_.SynchronizeEvent(*session, request->event(), FinishLater(reactor));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* EventsService::ReleaseEvent(
+    grpc::CallbackServerContext* context, const hrx::v1::EventRequest* request,
+    hrx::v1::ReleaseEventResponse* response) {
+  auto session = DecodeSession(*context);
+  if (!session.ok()) return Finish(context, session.status());
+  return Finish(context, core_.ReleaseEvent(*session, request->event()));
+}
+
 grpc::ServerUnaryReactor* BuffersService::Allocate(
     grpc::CallbackServerContext* context,
     const hrx::v1::AllocateRequest* request,
@@ -80,13 +163,17 @@ grpc::ServerUnaryReactor* BuffersService::Allocate(
   auto session = DecodeSession(*context);
   if (!session.ok()) return Finish(context, session.status());
   const AllocationKind kind =
-      request->contents() == hrx::v1::INITIAL_CONTENTS_ZEROED
+      request->placement() == hrx::v1::PLACEMENT_SHARED
+          ? AllocationKind::kShared
+      : request->contents() == hrx::v1::INITIAL_CONTENTS_ZEROED
           ? AllocationKind::kZeroed
           : AllocationKind::kDevice;
-  auto buffer = core_.Allocate(*session, request->bytes(), kind);
+  auto buffer =
+      core_.Allocate(*session, request->bytes(), kind, request->stream());
   if (buffer.ok()) {
     response->set_buffer(buffer->handle);
     response->set_bytes(buffer->bytes);
+    response->set_allocation_id(buffer->allocation_id);
   }
   return Finish(context, buffer.status());
 }
@@ -129,7 +216,7 @@ grpc::ServerUnaryReactor* StreamsService::Submit(
     hrx::v1::SubmitResponse* response) {
   auto session = DecodeSession(*context);
   if (!session.ok()) return Finish(context, session.status());
-  auto commands = DecodeSubmit(*request);
+  auto commands = DecodeCommands(request->commands());
   if (!commands.ok()) return Finish(context, commands.status());
   auto enqueued =
       core_.Submit(*session, request->stream(), *std::move(commands));
@@ -160,6 +247,46 @@ grpc::ServerUnaryReactor* StreamsService::Read(
   return reactor;
 }
 
+grpc::ServerBidiReactor<hrx::v1::StreamRequest, hrx::v1::StreamReply>*
+StreamsService::Open(grpc::CallbackServerContext* context) {
+  return new StreamReactor(core_, DecodeSession(*context));
+}
+
+grpc::ServerUnaryReactor* StreamsService::Poll(
+    grpc::CallbackServerContext* context, const hrx::v1::PollRequest* request,
+    hrx::v1::PollResponse* response) {
+  auto session = DecodeSession(*context);
+  if (!session.ok()) return Finish(context, session.status());
+  auto complete = core_.Poll(*session, request->stream());
+  if (complete.ok()) response->set_complete(*complete);
+  return Finish(context, complete.status());
+}
+
+grpc::ServerUnaryReactor* StreamsService::GetStreamStats(
+    grpc::CallbackServerContext* context,
+    const hrx::v1::StreamStatsRequest* request,
+    hrx::v1::StreamStatsResponse* response) {
+  auto session = DecodeSession(*context);
+  if (!session.ok()) return Finish(context, session.status());
+  auto stats = core_.GetStreamStats(*session, request->stream());
+  if (stats.ok()) {
+    response->set_queue(stats->queue);
+    response->set_published_fence(stats->published_fence);
+    response->set_completed_fence(stats->completed_fence);
+    for (uint64_t id : stats->pending_staging_ids) {
+      response->add_pending_staging_ids(id);
+    }
+    response->set_pending_staging_bytes(stats->pending_staging_bytes);
+    for (uint64_t id : stats->completed_staging_ids) {
+      response->add_completed_staging_ids(id);
+    }
+    EncodeCounters(stats->upload_staging, response->mutable_upload_staging());
+    EncodeCounters(stats->dispatch_cache, response->mutable_dispatch_cache());
+    EncodeCounters(stats->transfer_cache, response->mutable_transfer_cache());
+  }
+  return Finish(context, stats.status());
+}
+
 grpc::ServerUnaryReactor* DaemonStatusService::GetStatus(
     grpc::CallbackServerContext* context,
     const hrx::v1::GetStatusRequest* request,
@@ -174,6 +301,14 @@ grpc::ServerUnaryReactor* DaemonStatusService::GetStatus(
   response->set_buffers(status.buffers);
   response->set_bytes_in_use(status.bytes_in_use);
   response->set_commands_submitted(status.commands_submitted);
+  response->set_kernels(status.kernels);
+  response->set_events(status.events);
+  response->set_queues_created(status.queues_created);
+  EncodeCounters(status.dispatch_cache, response->mutable_dispatch_cache());
+  EncodeCounters(status.transfer_cache, response->mutable_transfer_cache());
+  EncodeCounters(status.allocation_pool, response->mutable_allocation_pool());
+  EncodeCounters(status.staging_pool, response->mutable_staging_pool());
+  EncodeCounters(status.upload_staging, response->mutable_upload_staging());
   return Finish(context, absl::OkStatus());
 }
 

@@ -8,6 +8,8 @@
 #include "daemon/core/core.h"
 #include "hrx/v1/buffer.grpc.pb.h"
 #include "hrx/v1/device.grpc.pb.h"
+#include "hrx/v1/event.grpc.pb.h"
+#include "hrx/v1/kernel.grpc.pb.h"
 #include "hrx/v1/session.grpc.pb.h"
 #include "hrx/v1/status.grpc.pb.h"
 #include "hrx/v1/stream.grpc.pb.h"
@@ -37,6 +39,46 @@ class DevicesService final : public hrx::v1::Devices::CallbackService {
       grpc::CallbackServerContext* context,
       const hrx::v1::GetDeviceInfoRequest* request,
       hrx::v1::DeviceInfo* response) override;
+  grpc::ServerUnaryReactor* SetQueueCount(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::SetQueueCountRequest* request,
+      hrx::v1::SetQueueCountResponse* response) override;
+
+ private:
+  Core& core_;
+};
+
+class KernelsService final : public hrx::v1::Kernels::CallbackService {
+ public:
+  explicit KernelsService(Core& core) : core_(core) {}
+  grpc::ServerUnaryReactor* LoadKernel(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::LoadKernelRequest* request,
+      hrx::v1::LoadKernelResponse* response) override;
+  grpc::ServerUnaryReactor* UnloadKernel(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::UnloadKernelRequest* request,
+      hrx::v1::UnloadKernelResponse* response) override;
+
+ private:
+  Core& core_;
+};
+
+class EventsService final : public hrx::v1::Events::CallbackService {
+ public:
+  explicit EventsService(Core& core) : core_(core) {}
+  grpc::ServerUnaryReactor* QueryEvent(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::EventRequest* request,
+      hrx::v1::QueryEventResponse* response) override;
+  grpc::ServerUnaryReactor* SynchronizeEvent(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::EventRequest* request,
+      hrx::v1::SynchronizeEventResponse* response) override;
+  grpc::ServerUnaryReactor* ReleaseEvent(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::EventRequest* request,
+      hrx::v1::ReleaseEventResponse* response) override;
 
  private:
   Core& core_;
@@ -60,6 +102,15 @@ class BuffersService final : public hrx::v1::Buffers::CallbackService {
 class StreamsService final : public hrx::v1::Streams::CallbackService {
  public:
   explicit StreamsService(Core& core) : core_(core) {}
+  grpc::ServerBidiReactor<hrx::v1::StreamRequest, hrx::v1::StreamReply>* Open(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* Poll(grpc::CallbackServerContext* context,
+                                 const hrx::v1::PollRequest* request,
+                                 hrx::v1::PollResponse* response) override;
+  grpc::ServerUnaryReactor* GetStreamStats(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::StreamStatsRequest* request,
+      hrx::v1::StreamStatsResponse* response) override;
   grpc::ServerUnaryReactor* CreateStream(
       grpc::CallbackServerContext* context,
       const hrx::v1::CreateStreamRequest* request,

@@ -1,0 +1,65 @@
+// The server side of Streams.Open: one ordered command stream per client
+// stream. Requests are handled in arrival order; batches are enqueued with
+// refusals deferred to the next sync point; sync and read replies are sent
+// when the device finishes. The call's end (or cancellation, when the client
+// dies) destroys the stream after draining it.
+#ifndef HRX_DAEMON_SERVER_STREAM_REACTOR_H_
+#define HRX_DAEMON_SERVER_STREAM_REACTOR_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/core/core.h"
+#include "grpcpp/support/server_callback.h"
+#include "hrx/v1/stream.pb.h"
+
+namespace hrx::daemon {
+
+class StreamReactor final
+    : public grpc::ServerBidiReactor<hrx::v1::StreamRequest,
+                                     hrx::v1::StreamReply> {
+ public:
+  // Starts reading at once, or finishes with `session`'s error.
+  StreamReactor(Core& core, absl::StatusOr<uint64_t> session);
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override { delete this; }
+
+ private:
+  using Reply = std::shared_ptr<hrx::v1::StreamReply>;
+
+  void Handle(const hrx::v1::StreamRequest& request);
+  // Queues a reply for writing; safe from any thread.
+  void Send(Reply reply);
+  // Starts an asynchronous core operation; Complete ends it.
+  void Begin();
+  void Complete(Reply reply);
+  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A refusal for the next sync point, kept here when it arose before core
+  // saw the batch (a decode error).
+  absl::Status TakeDeferred();
+
+  Core& core_;
+  uint64_t session_ = 0;
+  uint64_t stream_ = 0;  // 0 until opened
+  hrx::v1::StreamRequest request_;
+  absl::Status deferred_;  // touched only from OnReadDone
+
+  absl::Mutex mu_;
+  std::deque<Reply> writes_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // core operations in flight
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace hrx::daemon
+
+#endif  // HRX_DAEMON_SERVER_STREAM_REACTOR_H_
