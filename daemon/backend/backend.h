@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "shared/kernel_signature.h"
 
 namespace hrx::backend {
 
@@ -51,21 +52,9 @@ class Memory {
 };
 using MemoryRef = std::shared_ptr<Memory>;
 
-// One kernel argument, in declaration order: a scalar of 4 or 8 bytes packed
-// into the constant block, or a buffer binding.
-enum class ArgKind : uint8_t { kScalar = 1, kBuffer = 2 };
-struct KernelArg {
-  ArgKind kind = ArgKind::kScalar;
-  uint32_t size = 0;  // 4 or 8 for scalars; 0 for buffers
-  friend bool operator==(const KernelArg&, const KernelArg&) = default;
-};
-
-// What a loaded kernel requires of a launch.
-struct KernelSignature {
-  std::vector<KernelArg> args;
-  // A nonzero entry fixes the block size in that dimension.
-  std::array<uint32_t, 3> workgroup_size = {0, 0, 0};
-};
+using ArgKind = shared::ArgKind;
+using KernelArg = shared::KernelArg;
+using KernelSignature = shared::KernelSignature;
 
 // A loaded kernel entry. Alive while referenced, including by queued
 // dispatches, so unloading never pulls code out from under the device.

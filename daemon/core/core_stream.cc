@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "daemon/core/core.h"
-#include "daemon/core/launch_check.h"
+#include "shared/launch_check.h"
 #include "daemon/core/session.h"
 #include "shared/bytes.h"
 #include "shared/span_check.h"
@@ -233,9 +233,9 @@ class Planner {
     HRX_ASSIGN_OR_RETURN(backend::KernelRef * kernel,
                          session_.kernels.Find(dispatch.kernel, label));
     const backend::KernelSignature& signature = (*kernel)->signature();
-    HRX_RETURN_IF_ERROR(CheckLaunchShape(label, dispatch.grid, dispatch.block,
+    HRX_RETURN_IF_ERROR(shared::CheckLaunchShape(label, dispatch.grid, dispatch.block,
                                          signature.workgroup_size));
-    HRX_RETURN_IF_ERROR(CheckArguments(label, signature,
+    HRX_RETURN_IF_ERROR(shared::CheckArguments(label, signature,
                                        dispatch.constants.size(),
                                        dispatch.bindings.size()));
     auto args = std::make_shared<backend::DispatchArgs>();

@@ -4,7 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
-#include "daemon/core/launch_check.h"
+#include "shared/launch_check.h"
 #include "shared/socket_path.h"
 
 namespace hrx::daemon {
@@ -82,13 +82,13 @@ absl::StatusOr<Command> DecodeCommand(const hrx::v1::Command& command,
       if (!block.ok()) return block.status();
       dispatch.grid = *grid;
       dispatch.block = *block;
-      if (wire.constants().size() > kConstantsCapacity) {
+      if (wire.constants().size() > shared::kConstantsCapacity) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "constants_too_large: submit command %d of %d (dispatch): %u "
             "bytes of constants, the capacity is %u. Fix: pass at most %u "
             "bytes of scalars.",
-            index + 1, count, wire.constants().size(), kConstantsCapacity,
-            kConstantsCapacity));
+            index + 1, count, wire.constants().size(), shared::kConstantsCapacity,
+            shared::kConstantsCapacity));
       }
       dispatch.constants = wire.constants();
       for (const hrx::v1::View& view : wire.bindings()) {

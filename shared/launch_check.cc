@@ -1,8 +1,8 @@
-#include "daemon/core/launch_check.h"
+#include "shared/launch_check.h"
 
 #include "absl/strings/str_format.h"
 
-namespace hrx::daemon {
+namespace hrx::shared {
 namespace {
 
 std::string Dims(const Dim3& d) {
@@ -43,24 +43,24 @@ absl::Status CheckLaunchShape(std::string_view what, const Dim3& grid,
   return absl::OkStatus();
 }
 
-uint32_t ConstantBytes(const backend::KernelSignature& signature) {
+uint32_t ConstantBytes(const KernelSignature& signature) {
   uint32_t bytes = 0;
-  for (const backend::KernelArg& arg : signature.args) {
-    if (arg.kind == backend::ArgKind::kScalar) bytes += arg.size;
+  for (const KernelArg& arg : signature.args) {
+    if (arg.kind == ArgKind::kScalar) bytes += arg.size;
   }
   return bytes;
 }
 
-uint32_t BindingCount(const backend::KernelSignature& signature) {
+uint32_t BindingCount(const KernelSignature& signature) {
   uint32_t count = 0;
-  for (const backend::KernelArg& arg : signature.args) {
-    if (arg.kind == backend::ArgKind::kBuffer) ++count;
+  for (const KernelArg& arg : signature.args) {
+    if (arg.kind == ArgKind::kBuffer) ++count;
   }
   return count;
 }
 
 absl::Status CheckArguments(std::string_view what,
-                            const backend::KernelSignature& signature,
+                            const KernelSignature& signature,
                             size_t constants_bytes, size_t binding_count) {
   const uint32_t want_bytes = ConstantBytes(signature);
   if (constants_bytes != want_bytes) {
@@ -80,4 +80,4 @@ absl::Status CheckArguments(std::string_view what,
   return absl::OkStatus();
 }
 
-}  // namespace hrx::daemon
+}  // namespace hrx::shared

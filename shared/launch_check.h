@@ -1,17 +1,17 @@
 // Launch validation shared by the core (the authority) and mirrored by the
 // client: grid and block shape, compiled workgroup size, and the constant
 // block and bindings against the kernel's signature.
-#ifndef HRX_DAEMON_CORE_LAUNCH_CHECK_H_
-#define HRX_DAEMON_CORE_LAUNCH_CHECK_H_
+#ifndef HRX_SHARED_LAUNCH_CHECK_H_
+#define HRX_SHARED_LAUNCH_CHECK_H_
 
 #include <array>
 #include <cstdint>
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "daemon/backend/backend.h"
+#include "shared/kernel_signature.h"
 
-namespace hrx::daemon {
+namespace hrx::shared {
 
 inline constexpr uint32_t kMaxBlockWorkItems = 1024;
 inline constexpr size_t kConstantsCapacity = 256;
@@ -28,13 +28,13 @@ absl::Status CheckLaunchShape(std::string_view what, const Dim3& grid,
 // INVALID_ARGUMENT "constants_mismatch" / "bindings_mismatch" when the
 // constant block's size or the binding count disagrees with the signature.
 absl::Status CheckArguments(std::string_view what,
-                            const backend::KernelSignature& signature,
+                            const KernelSignature& signature,
                             size_t constants_bytes, size_t binding_count);
 
 // The signature's totals.
-uint32_t ConstantBytes(const backend::KernelSignature& signature);
-uint32_t BindingCount(const backend::KernelSignature& signature);
+uint32_t ConstantBytes(const KernelSignature& signature);
+uint32_t BindingCount(const KernelSignature& signature);
 
-}  // namespace hrx::daemon
+}  // namespace hrx::shared
 
-#endif  // HRX_DAEMON_CORE_LAUNCH_CHECK_H_
+#endif  // HRX_SHARED_LAUNCH_CHECK_H_
