@@ -17,13 +17,20 @@ absl::StatusOr<View> View::Slice(uint64_t offset, uint64_t length) const {
 }
 
 Buffer::Buffer(std::shared_ptr<client::internal::Connection> connection,
-               uint64_t handle, uint64_t bytes)
-    : connection_(std::move(connection)), handle_(handle), bytes_(bytes) {}
+               uint64_t handle, uint64_t bytes, uint64_t allocation_id,
+               uint64_t origin_stream)
+    : connection_(std::move(connection)),
+      handle_(handle),
+      bytes_(bytes),
+      allocation_id_(allocation_id),
+      origin_stream_(origin_stream) {}
 
 Buffer::Buffer(Buffer&& other) noexcept
     : connection_(std::move(other.connection_)),
       handle_(std::exchange(other.handle_, 0)),
-      bytes_(std::exchange(other.bytes_, 0)) {}
+      bytes_(std::exchange(other.bytes_, 0)),
+      allocation_id_(std::exchange(other.allocation_id_, 0)),
+      origin_stream_(std::exchange(other.origin_stream_, 0)) {}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
@@ -31,6 +38,8 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     connection_ = std::move(other.connection_);
     handle_ = std::exchange(other.handle_, 0);
     bytes_ = std::exchange(other.bytes_, 0);
+    allocation_id_ = std::exchange(other.allocation_id_, 0);
+    origin_stream_ = std::exchange(other.origin_stream_, 0);
   }
   return *this;
 }

@@ -56,13 +56,27 @@ const std::string& Client::socket_path() const {
 }
 
 absl::StatusOr<Stream> Device::CreateStream() const {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<client::internal::StreamState> state,
+                       client::internal::StreamState::Open(connection_));
+  return Stream(std::move(state));
+}
+
+absl::Status Device::SetStreamQueueCount(uint32_t count) const {
   auto context = connection_->Context();
-  hrx::v1::CreateStreamRequest request;
-  hrx::v1::CreateStreamResponse response;
+  hrx::v1::SetQueueCountRequest request;
+  request.set_count(count);
+  hrx::v1::SetQueueCountResponse response;
+  return connection_->Check(
+      connection_->devices().SetQueueCount(context.get(), request, &response));
+}
+
+absl::StatusOr<uint32_t> Device::StreamQueueCount() const {
+  auto context = connection_->Context();
+  hrx::v1::GetDeviceInfoRequest request;
+  hrx::v1::DeviceInfo response;
   HRX_RETURN_IF_ERROR(connection_->Check(
-      connection_->streams().CreateStream(context.get(), request, &response)));
-  return Stream(client::internal::StreamState::Create(
-      connection_, response.stream(), response.queue()));
+      connection_->devices().GetDeviceInfo(context.get(), request, &response)));
+  return response.queue_count();
 }
 
 }  // namespace hrx

@@ -2,10 +2,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "client/internal/event_state.h"
 #include "client/internal/stream_state.h"
+#include "shared/kernel_signature.h"
+#include "shared/launch_check.h"
 #include "shared/span_check.h"
 #include "shared/status_macros.h"
 
@@ -16,6 +21,21 @@ void SetView(const View& view, hrx::v1::View* out) {
   out->set_buffer(view.buffer_handle());
   out->set_offset(view.offset());
   out->set_length(view.length());
+}
+
+shared::KernelSignature SignatureOf(const Kernel& kernel) {
+  shared::KernelSignature signature;
+  for (const KernelArgument& arg : kernel.layout()) {
+    signature.args.push_back(
+        {static_cast<shared::ArgKind>(arg.kind), arg.size});
+  }
+  signature.workgroup_size = kernel.info().workgroup_size;
+  return signature;
+}
+
+CacheCounters Counters(const hrx::v1::CacheCounters& wire) {
+  return CacheCounters{wire.entries(), wire.bytes(), wire.hits(), wire.misses(),
+                       wire.evictions()};
 }
 
 }  // namespace
@@ -40,26 +60,81 @@ absl::Status Stream::CheckOwned(const View& view, const char* what) const {
   return absl::OkStatus();
 }
 
+// --- Memory -------------------------------------------------------------
+
 absl::StatusOr<Buffer> Stream::Allocate(uint64_t bytes) {
-  return AllocateWith(bytes, /*zeroed=*/false);
+  return AllocateWith(bytes, hrx::v1::INITIAL_CONTENTS_UNSPECIFIED,
+                      hrx::v1::PLACEMENT_DEVICE);
 }
 
 absl::StatusOr<Buffer> Stream::AllocateZeroed(uint64_t bytes) {
-  return AllocateWith(bytes, /*zeroed=*/true);
+  return AllocateWith(bytes, hrx::v1::INITIAL_CONTENTS_ZEROED,
+                      hrx::v1::PLACEMENT_DEVICE);
 }
 
-absl::StatusOr<Buffer> Stream::AllocateWith(uint64_t bytes, bool zeroed) {
+absl::StatusOr<Buffer> Stream::AllocateShared(uint64_t bytes) {
+  return AllocateWith(bytes, hrx::v1::INITIAL_CONTENTS_ZEROED,
+                      hrx::v1::PLACEMENT_SHARED);
+}
+
+absl::StatusOr<Buffer> Stream::AllocateWith(uint64_t bytes, int contents,
+                                            int placement) {
   client::internal::Connection& connection = state_->connection();
   auto context = connection.Context();
   hrx::v1::AllocateRequest request;
   request.set_bytes(bytes);
-  if (zeroed) request.set_contents(hrx::v1::INITIAL_CONTENTS_ZEROED);
+  request.set_contents(static_cast<hrx::v1::InitialContents>(contents));
+  request.set_placement(static_cast<hrx::v1::Placement>(placement));
+  request.set_stream(handle());
   hrx::v1::AllocateResponse response;
   HRX_RETURN_IF_ERROR(connection.Check(
       connection.buffers().Allocate(context.get(), request, &response)));
   return Buffer(state_->shared_connection(), response.buffer(),
-                response.bytes());
+                response.bytes(), response.allocation_id(), handle());
 }
+
+absl::StatusOr<Buffer> Stream::Scratch(uint64_t bytes) {
+  const uint64_t want = std::max<uint64_t>(bytes, 1);
+  const uint64_t most = std::max<uint64_t>(want, bytes > UINT64_MAX / 2
+                                                     ? UINT64_MAX
+                                                     : bytes * 2);
+  auto it = scratch_.lower_bound(want);
+  if (it != scratch_.end() && it->first <= most) {
+    Buffer buffer = std::move(it->second);
+    scratch_.erase(it);
+    scratch_bytes_ -= buffer.bytes();
+    return buffer;
+  }
+  return Allocate(bytes);
+}
+
+absl::Status Stream::Recycle(Buffer buffer) {
+  if (buffer.origin_stream() != handle() ||
+      buffer.Binding().brand() != state_->connection().brand()) {
+    return absl::FailedPreconditionError(
+        "scratch_foreign_stream: recycle: the buffer was allocated by another "
+        "stream; a scratch pool belongs to one stream. Fix: recycle it on the "
+        "stream that allocated it, or free it.");
+  }
+  if (buffer.bytes() <= scratch_limit_ - std::min(scratch_bytes_, scratch_limit_)) {
+    scratch_bytes_ += buffer.bytes();
+    scratch_.emplace(buffer.bytes(), std::move(buffer));
+  }
+  return absl::OkStatus();
+}
+
+void Stream::SetScratchLimit(uint64_t bytes) {
+  scratch_limit_ = bytes;
+  while (scratch_bytes_ > bytes && !scratch_.empty()) {
+    auto largest = std::prev(scratch_.end());
+    scratch_bytes_ -= largest->first;
+    scratch_.erase(largest);
+  }
+}
+
+uint64_t Stream::scratch_bytes() const { return scratch_bytes_; }
+
+// --- Transfers ----------------------------------------------------------
 
 absl::Status Stream::Fill(const View& dst, uint8_t value) {
   HRX_RETURN_IF_ERROR(CheckOwned(dst, "fill dst"));
@@ -100,8 +175,8 @@ absl::Status Stream::Upload(const View& dst, std::span<const uint8_t> bytes) {
         bytes.size(), dst.length()));
   }
   for (uint64_t done = 0; done < bytes.size(); done += kUploadChunkBytes) {
-    const uint64_t chunk = std::min<uint64_t>(kUploadChunkBytes,
-                                              bytes.size() - done);
+    const uint64_t chunk =
+        std::min<uint64_t>(kUploadChunkBytes, bytes.size() - done);
     HRX_ASSIGN_OR_RETURN(View part, dst.Slice(done, chunk));
     hrx::v1::Command command;
     SetView(part, command.mutable_upload()->mutable_dst());
@@ -135,42 +210,146 @@ absl::Status Stream::ReadBlocking(const View& src, std::span<uint8_t> out) {
         "holds %u. Fix: pass a destination of exactly the view's length.",
         src.length(), out.size()));
   }
-  HRX_RETURN_IF_ERROR(state_->FlushForCaller());
-  client::internal::Connection& connection = state_->connection();
+  if (out.empty()) return Synchronize();
   for (uint64_t done = 0; done < out.size(); done += kReadChunkBytes) {
-    const uint64_t chunk = std::min<uint64_t>(kReadChunkBytes,
-                                              out.size() - done);
+    const uint64_t chunk =
+        std::min<uint64_t>(kReadChunkBytes, out.size() - done);
     HRX_ASSIGN_OR_RETURN(View part, src.Slice(done, chunk));
-    auto context = connection.Context();
-    hrx::v1::ReadRequest request;
-    request.set_stream(handle());
-    SetView(part, request.mutable_src());
-    hrx::v1::ReadResponse response;
-    HRX_RETURN_IF_ERROR(connection.Check(
-        connection.streams().Read(context.get(), request, &response)));
-    if (response.data().size() != chunk) {
+    HRX_ASSIGN_OR_RETURN(
+        std::string bytes,
+        state_->Read(part.buffer_handle(), part.offset(), part.length()));
+    if (bytes.size() != chunk) {
       return absl::InternalError(absl::StrFormat(
           "short_read: the daemon returned %u bytes for a %u-byte read. Fix: "
           "report this daemon bug.",
-          response.data().size(), chunk));
+          bytes.size(), chunk));
     }
-    std::memcpy(out.data() + done, response.data().data(), chunk);
+    std::memcpy(out.data() + done, bytes.data(), chunk);
   }
   return absl::OkStatus();
 }
 
-absl::Status Stream::Flush() { return state_->FlushForCaller(); }
+// --- Kernels ------------------------------------------------------------
 
-absl::Status Stream::Synchronize() {
-  HRX_RETURN_IF_ERROR(state_->FlushForCaller());
+absl::StatusOr<Kernel> Stream::LoadKernel(std::span<const uint8_t> code,
+                                          const std::string& entry) {
   client::internal::Connection& connection = state_->connection();
   auto context = connection.Context();
-  hrx::v1::SynchronizeRequest request;
-  request.set_stream(handle());
-  hrx::v1::SynchronizeResponse response;
-  return connection.Check(
-      connection.streams().Synchronize(context.get(), request, &response));
+  hrx::v1::LoadKernelRequest request;
+  request.set_code(code.data(), code.size());
+  request.set_entry(entry);
+  hrx::v1::LoadKernelResponse response;
+  HRX_RETURN_IF_ERROR(connection.Check(
+      connection.kernels().LoadKernel(context.get(), request, &response)));
+  std::vector<KernelArgument> layout;
+  for (const hrx::v1::KernelArg& arg : response.signature().args()) {
+    layout.push_back({static_cast<uint32_t>(arg.kind()), arg.size()});
+  }
+  Kernel kernel(state_->shared_connection(), response.kernel(), entry,
+                std::move(layout));
+  for (int d = 0; d < 3 && d < response.signature().workgroup_size_size(); ++d) {
+    kernel.info_.workgroup_size[d] = response.signature().workgroup_size(d);
+  }
+  return kernel;
 }
+
+absl::StatusOr<Kernel> Stream::LoadKernelFile(const std::string& path,
+                                              const std::string& entry) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrFormat(
+        "kernel_file_missing: load kernel %s: cannot open %s. Fix: pass the "
+        "path of the kernel's code object.",
+        entry, path));
+  }
+  const std::vector<uint8_t> code((std::istreambuf_iterator<char>(in)),
+                                  std::istreambuf_iterator<char>());
+  return LoadKernel(code, entry);
+}
+
+absl::Status Stream::Dispatch(const Kernel& kernel, Dim3 grid, Dim3 block,
+                              const Constants& constants,
+                              std::span<const View> bindings) {
+  if (kernel.brand() != state_->connection().brand()) {
+    return absl::InvalidArgumentError(
+        "foreign_kernel: dispatch: the kernel was loaded by another client "
+        "session. Fix: load it through this stream's hrx::Client.");
+  }
+  const shared::KernelSignature signature = SignatureOf(kernel);
+  HRX_RETURN_IF_ERROR(shared::CheckLaunchShape("dispatch", grid, block,
+                                               signature.workgroup_size));
+  HRX_RETURN_IF_ERROR(shared::CheckArguments("dispatch", signature,
+                                             constants.size(), bindings.size()));
+  hrx::v1::Command command;
+  hrx::v1::Dispatch* dispatch = command.mutable_dispatch();
+  dispatch->set_kernel(kernel.handle());
+  for (int d = 0; d < 3; ++d) {
+    dispatch->add_grid(grid[d]);
+    dispatch->add_block(block[d]);
+  }
+  dispatch->set_constants(constants.bytes().data(), constants.size());
+  for (const View& view : bindings) {
+    HRX_RETURN_IF_ERROR(CheckOwned(view, "dispatch binding"));
+    SetView(view, dispatch->add_bindings());
+  }
+  return state_->Append(std::move(command), constants.size());
+}
+
+// --- Ordering -----------------------------------------------------------
+
+absl::StatusOr<Event> Stream::RecordEvent() {
+  const uint64_t id = state_->connection().NextEventId();
+  hrx::v1::Command command;
+  command.mutable_record_event()->set_event(id);
+  HRX_RETURN_IF_ERROR(state_->Append(std::move(command), 0));
+  return Event(std::make_shared<client::internal::EventState>(
+      state_->shared_connection(), state_, id));
+}
+
+absl::Status Stream::WaitEvent(const Event& event) {
+  if (event.brand() != state_->connection().brand()) {
+    return absl::InvalidArgumentError(
+        "foreign_event: wait event: the event belongs to another client's "
+        "device. Fix: wait on events recorded through the same hrx::Client.");
+  }
+  // The recording stream's batch goes first, so the daemon knows the event.
+  HRX_RETURN_IF_ERROR(event.state_->SendRecord());
+  hrx::v1::Command command;
+  command.mutable_wait_event()->set_event(event.id());
+  return state_->Append(std::move(command), 0);
+}
+
+absl::Status Stream::Flush() { return state_->Flush(); }
+
+absl::Status Stream::Synchronize() { return state_->Synchronize(); }
+
+absl::StatusOr<StreamStats> Stream::GetStats() {
+  HRX_RETURN_IF_ERROR(state_->Flush());
+  client::internal::Connection& connection = state_->connection();
+  auto context = connection.Context();
+  hrx::v1::StreamStatsRequest request;
+  request.set_stream(handle());
+  hrx::v1::StreamStatsResponse response;
+  HRX_RETURN_IF_ERROR(connection.Check(
+      connection.streams().GetStreamStats(context.get(), request, &response)));
+  StreamStats stats;
+  stats.queue = response.queue();
+  stats.published_fence = response.published_fence();
+  stats.completed_fence = response.completed_fence();
+  stats.pending_staging_ids.assign(response.pending_staging_ids().begin(),
+                                   response.pending_staging_ids().end());
+  stats.pending_staging_bytes = response.pending_staging_bytes();
+  stats.completed_staging_ids.assign(response.completed_staging_ids().begin(),
+                                     response.completed_staging_ids().end());
+  stats.upload_staging = Counters(response.upload_staging());
+  stats.dispatch_cache = Counters(response.dispatch_cache());
+  stats.transfer_cache = Counters(response.transfer_cache());
+  return stats;
+}
+
+absl::StatusOr<bool> Submission::IsComplete() { return stream_.state_->Poll(); }
+
+absl::Status Submission::Wait() { return stream_.Synchronize(); }
 
 absl::StatusOr<std::vector<uint8_t>> Readback::Wait(Stream& stream) {
   if (stream.state_.get() != stream_) {

@@ -76,7 +76,9 @@ Connection::Connection(std::string socket_path,
       sessions_(hrx::v1::Sessions::NewStub(channel_)),
       buffers_(hrx::v1::Buffers::NewStub(channel_)),
       streams_(hrx::v1::Streams::NewStub(channel_)),
-      devices_(hrx::v1::Devices::NewStub(channel_)) {}
+      devices_(hrx::v1::Devices::NewStub(channel_)),
+      kernels_(hrx::v1::Kernels::NewStub(channel_)),
+      events_(hrx::v1::Events::NewStub(channel_)) {}
 
 Connection::~Connection() {
   auto context = Context();

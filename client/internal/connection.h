@@ -6,6 +6,7 @@
 #ifndef HRX_CLIENT_INTERNAL_CONNECTION_H_
 #define HRX_CLIENT_INTERNAL_CONNECTION_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,6 +20,8 @@
 #include "grpcpp/client_context.h"
 #include "hrx/v1/buffer.grpc.pb.h"
 #include "hrx/v1/device.grpc.pb.h"
+#include "hrx/v1/event.grpc.pb.h"
+#include "hrx/v1/kernel.grpc.pb.h"
 #include "hrx/v1/session.grpc.pb.h"
 #include "hrx/v1/status.grpc.pb.h"
 #include "hrx/v1/stream.grpc.pb.h"
@@ -36,8 +39,9 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& socket_path);
 absl::Status CallStatus(const grpc::Status& status,
                         const std::string& socket_path);
 
-// Pending commands of one stream, flushed before anything that must observe
-// them (synchronize, read, a buffer's free).
+// Pending commands of one stream, sent (and acknowledged, so that later
+// unary calls are ordered after them) before anything that must observe
+// them: a buffer's free, an event's query or release, a kernel's unload.
 class StreamBatch {
  public:
   virtual ~StreamBatch() = default;
@@ -60,6 +64,11 @@ class Connection {
   hrx::v1::Buffers::Stub& buffers() { return *buffers_; }
   hrx::v1::Streams::Stub& streams() { return *streams_; }
   hrx::v1::Devices::Stub& devices() { return *devices_; }
+  hrx::v1::Kernels::Stub& kernels() { return *kernels_; }
+  hrx::v1::Events::Stub& events() { return *events_; }
+
+  // A fresh event id for this session (the daemon checks uniqueness too).
+  uint64_t NextEventId() { return next_event_id_.fetch_add(1); }
 
   uint64_t session() const { return session_; }
   // Process-local identity that brands this connection's buffers and
@@ -84,6 +93,9 @@ class Connection {
   const std::unique_ptr<hrx::v1::Buffers::Stub> buffers_;
   const std::unique_ptr<hrx::v1::Streams::Stub> streams_;
   const std::unique_ptr<hrx::v1::Devices::Stub> devices_;
+  const std::unique_ptr<hrx::v1::Kernels::Stub> kernels_;
+  const std::unique_ptr<hrx::v1::Events::Stub> events_;
+  std::atomic<uint64_t> next_event_id_{1};
 
   absl::Mutex mu_;
   std::vector<std::weak_ptr<StreamBatch>> batches_ ABSL_GUARDED_BY(mu_);

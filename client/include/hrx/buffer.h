@@ -57,6 +57,10 @@ class Buffer {
 
   uint64_t bytes() const { return bytes_; }
   uint64_t handle() const { return handle_; }
+  // Identifies the backing allocation: a pooled allocation shows its reuse.
+  uint64_t allocation_id() const { return allocation_id_; }
+  // The stream that allocated it (its handle), or 0.
+  uint64_t origin_stream() const { return origin_stream_; }
 
   // The whole allocation.
   View Binding() const;
@@ -69,11 +73,14 @@ class Buffer {
  private:
   friend class Stream;
   Buffer(std::shared_ptr<client::internal::Connection> connection,
-         uint64_t handle, uint64_t bytes);
+         uint64_t handle, uint64_t bytes, uint64_t allocation_id,
+         uint64_t origin_stream);
 
   std::shared_ptr<client::internal::Connection> connection_;
   uint64_t handle_ = 0;
   uint64_t bytes_ = 0;
+  uint64_t allocation_id_ = 0;
+  uint64_t origin_stream_ = 0;
 };
 
 }  // namespace hrx

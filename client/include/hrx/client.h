@@ -22,6 +22,8 @@
 
 #include "absl/status/statusor.h"
 #include "hrx/buffer.h"
+#include "hrx/event.h"
+#include "hrx/kernel.h"
 #include "hrx/stream.h"
 
 namespace hrx {
@@ -41,6 +43,13 @@ class Device {
 
   // A stream on the daemon's bounded queue pool (round-robin).
   absl::StatusOr<Stream> CreateStream() const;
+
+  // Sizes the daemon's queue pool (8 by default), shared by every stream of
+  // every session. Only before the first stream exists: afterwards a
+  // different count is FAILED_PRECONDITION ("queue_pool_busy"); repeating
+  // the current count is allowed.
+  absl::Status SetStreamQueueCount(uint32_t count) const;
+  absl::StatusOr<uint32_t> StreamQueueCount() const;
 
  private:
   friend class Client;

@@ -1,23 +1,32 @@
 // libhrx streams: ordered timelines of device work in the daemon, mirroring
-// the in-process runtime's Stream. Enqueue operations (Fill, Copy, Upload)
-// are checked here, kept in a batch and sent together; only Synchronize,
-// Read/Readback::Wait and the *Blocking calls wait for the daemon. A batch
-// the daemon refuses is refused whole; the error is returned by the call
-// that sent it (or the next call on the stream, when a buffer's destruction
-// sent it).
+// the in-process runtime's Stream.
+//
+// Each Stream is one bidirectional gRPC call (Streams.Open). Enqueue
+// operations (Fill, Copy, Upload, Dispatch, RecordEvent, WaitEvent) are
+// checked here, kept in a batch and sent together; a batch is sent at
+// synchronisation points (Synchronize, Read/Readback::Wait, ReadBlocking,
+// Submission::IsComplete, event observation, a buffer's Free) and whenever it
+// reaches kBatchFlushBytes of payload or kBatchFlushCommands commands. A
+// batch the daemon refuses runs none of its commands; the refusal, naming
+// the command's position, is returned by the next synchronisation point.
 //
 // Threading: a Stream is used from one thread at a time.
 #ifndef HRX_CLIENT_INCLUDE_HRX_STREAM_H_
 #define HRX_CLIENT_INCLUDE_HRX_STREAM_H_
 
+#include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "hrx/buffer.h"
+#include "hrx/event.h"
+#include "hrx/kernel.h"
 
 namespace hrx {
 
@@ -33,6 +42,10 @@ inline constexpr uint64_t kBatchFlushBytes = uint64_t{4} << 20;
 inline constexpr size_t kBatchFlushCommands = 1024;
 // Reads are fetched in replies of at most this many bytes.
 inline constexpr uint64_t kReadChunkBytes = uint64_t{4} << 20;
+// Default bound on a stream's retained scratch buffers.
+inline constexpr uint64_t kDefaultScratchLimit = uint64_t{256} << 20;
+
+using Dim3 = std::array<uint32_t, 3>;
 
 class Stream;
 
@@ -52,47 +65,121 @@ class Readback {
   const void* stream_;  // identity of the originating stream; never read
 };
 
+// Observes the stream's submitted work.
+class Submission {
+ public:
+  // Without blocking: whether everything issued on the stream so far has
+  // completed. Observing never waits for work other streams have not sent.
+  absl::StatusOr<bool> IsComplete();
+  absl::Status Wait();
+
+ private:
+  friend class Stream;
+  explicit Submission(Stream& stream) : stream_(stream) {}
+  Stream& stream_;
+};
+
+// Staging and cache state of a stream, read from the daemon (diagnostics).
+struct CacheCounters {
+  uint64_t entries = 0, bytes = 0, hits = 0, misses = 0, evictions = 0;
+};
+struct StreamStats {
+  uint32_t queue = 0;
+  uint64_t published_fence = 0;
+  uint64_t completed_fence = 0;
+  std::vector<uint64_t> pending_staging_ids;  // allocation ids, oldest first
+  uint64_t pending_staging_bytes = 0;
+  std::vector<uint64_t> completed_staging_ids;
+  CacheCounters upload_staging;
+  CacheCounters dispatch_cache;
+  CacheCounters transfer_cache;
+};
+
 class Stream {
  public:
   Stream(Stream&&) noexcept;
   Stream& operator=(Stream&&) noexcept;
-  // Sends pending commands and destroys the stream; the daemon drains it.
+  // Sends pending commands and ends the stream; the daemon drains it first.
   ~Stream();
 
   uint64_t handle() const;
   uint32_t queue() const;  // the native queue this stream runs on
 
+  // --- Memory -----------------------------------------------------------
   // Device memory with unspecified contents; 0 bytes rounds up to 1.
   absl::StatusOr<Buffer> Allocate(uint64_t bytes);
   // Device memory whose bytes are all zero.
   absl::StatusOr<Buffer> AllocateZeroed(uint64_t bytes);
+  // Host-coherent memory (on the cpu backend, a memfd mapping) that clients
+  // will be able to map; zero-filled.
+  absl::StatusOr<Buffer> AllocateShared(uint64_t bytes);
 
+  // A buffer of at least `bytes` (at most twice that) from this stream's
+  // scratch pool, else a fresh allocation.
+  absl::StatusOr<Buffer> Scratch(uint64_t bytes);
+  // Returns a buffer this stream allocated to its scratch pool (dropped when
+  // past the limit). FAILED_PRECONDITION ("scratch_foreign_stream") for a
+  // buffer of another stream.
+  absl::Status Recycle(Buffer buffer);
+  // Bounds retained scratch, evicting the largest entries first.
+  void SetScratchLimit(uint64_t bytes);
+  uint64_t scratch_bytes() const;
+
+  // --- Transfers --------------------------------------------------------
   absl::Status Fill(const View& dst, uint8_t value);
   // Equal, non-overlapping views.
   absl::Status Copy(const View& dst, const View& src);
   // Writes `bytes` at dst's start; bytes.size() must fit in dst. The bytes
-  // are copied before returning.
+  // are copied before returning; the daemon stages them (bounded: at most 8
+  // pending stagings or 64 MiB per stream, past which the stream completes
+  // its earlier work first).
   absl::Status Upload(const View& dst, std::span<const uint8_t> bytes);
   absl::Status UploadBlocking(const View& dst, std::span<const uint8_t> bytes);
-
   // Queues a copy of `src` into an owned buffer, in stream order.
   absl::StatusOr<Readback> Read(const View& src);
   // Reads src after all earlier work; out.size() must equal src.length().
   absl::Status ReadBlocking(const View& src, std::span<uint8_t> out);
 
-  // Sends pending commands without waiting for them to run.
+  // --- Kernels ----------------------------------------------------------
+  // Loads `entry` from code-object bytes; the daemon learns its signature.
+  absl::StatusOr<Kernel> LoadKernel(std::span<const uint8_t> code,
+                                    const std::string& entry);
+  absl::StatusOr<Kernel> LoadKernelFile(const std::string& path,
+                                        const std::string& entry);
+  // Enqueues a launch: `grid` workgroups of `block` work-items, scalars in
+  // `constants` and one view per buffer argument, all in declaration order.
+  absl::Status Dispatch(const Kernel& kernel, Dim3 grid, Dim3 block,
+                        const Constants& constants,
+                        std::span<const View> bindings);
+
+  // --- Ordering ---------------------------------------------------------
+  // Snapshots the work issued so far, without waiting.
+  absl::StatusOr<Event> RecordEvent();
+  // Orders later work after `event`. INVALID_ARGUMENT ("foreign_event") for
+  // an event of another client's device.
+  absl::Status WaitEvent(const Event& event);
+  Submission Submit() { return Submission(*this); }
+
+  // Sends pending commands (acknowledged, so later calls are ordered after).
   absl::Status Flush();
   // Waits until everything issued on this stream has run.
   absl::Status Synchronize();
+  // Diagnostics: the daemon's view of this stream's staging and caches.
+  absl::StatusOr<StreamStats> GetStats();
 
  private:
   friend class Device;
   friend class Readback;
+  friend class Submission;
   explicit Stream(std::shared_ptr<client::internal::StreamState> state);
   absl::Status CheckOwned(const View& view, const char* what) const;
-  absl::StatusOr<Buffer> AllocateWith(uint64_t bytes, bool zeroed);
+  absl::StatusOr<Buffer> AllocateWith(uint64_t bytes, int contents,
+                                      int placement);
 
   std::shared_ptr<client::internal::StreamState> state_;
+  std::multimap<uint64_t, Buffer> scratch_;  // by size
+  uint64_t scratch_bytes_ = 0;
+  uint64_t scratch_limit_ = kDefaultScratchLimit;
 };
 
 }  // namespace hrx

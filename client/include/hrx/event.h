@@ -1,0 +1,41 @@
+// libhrx events: immutable completion points of a stream's published work,
+// mirroring the in-process runtime's Event.
+//
+// Threading: Event is a copyable value; copies share one daemon event, which
+// is released when the last copy goes.
+#ifndef HRX_CLIENT_INCLUDE_HRX_EVENT_H_
+#define HRX_CLIENT_INCLUDE_HRX_EVENT_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace hrx {
+
+namespace client::internal {
+class EventState;
+}  // namespace client::internal
+
+class Event {
+ public:
+  // Polls completion without waiting. Sends the recording stream's pending
+  // commands first, so it observes everything recorded before the event.
+  absl::StatusOr<bool> IsComplete() const;
+  // Waits on the host for the recorded work.
+  absl::Status Synchronize() const;
+
+  uint64_t id() const;
+  uint64_t brand() const;
+
+ private:
+  friend class Stream;
+  explicit Event(std::shared_ptr<client::internal::EventState> state)
+      : state_(std::move(state)) {}
+  std::shared_ptr<client::internal::EventState> state_;
+};
+
+}  // namespace hrx
+
+#endif  // HRX_CLIENT_INCLUDE_HRX_EVENT_H_
