@@ -43,8 +43,10 @@ constexpr char kStatusUsage[] =
     "usage: hrxctl [--socket=PATH] status [--json]\n"
     "\n"
     "Prints the daemon's backend, device, target, device memory, queue count,\n"
-    "open sessions, streams, buffers and device bytes in use, as an aligned\n"
-    "table or, with --json, as one JSON object.\n";
+    "open sessions, streams, buffers, kernels, events, device bytes in use,\n"
+    "and the counters (entries, bytes, hits, misses, evictions) of the\n"
+    "dispatch and transfer caches and the allocation and staging pools, as an\n"
+    "aligned table or, with --json, as one JSON object.\n";
 
 std::string JsonString(const std::string& text) {
   std::string out = "\"";
@@ -65,19 +67,40 @@ std::string JsonString(const std::string& text) {
   return out + "\"";
 }
 
+std::string CountersJson(const hrx::v1::CacheCounters& c) {
+  return absl::StrFormat(
+      "{\"entries\": %u, \"bytes\": %u, \"hits\": %u, \"misses\": %u, "
+      "\"evictions\": %u}",
+      c.entries(), c.bytes(), c.hits(), c.misses(), c.evictions());
+}
+
+std::string CountersText(const hrx::v1::CacheCounters& c) {
+  return absl::StrFormat("%u entries, %s, %u hits, %u misses, %u evictions",
+                         c.entries(), hrx::shared::FormatBytes(c.bytes()),
+                         c.hits(), c.misses(), c.evictions());
+}
+
 void PrintStatusJson(const hrx::v1::GetStatusResponse& s) {
   const hrx::v1::DeviceInfo& d = s.device();
   std::fputs(
       absl::StrFormat(
           "{\"backend\": %s, \"device\": %s, \"target\": %s, "
-          "\"device_memory_bytes\": %u, \"queue_count\": %u, \"version\": "
-          "%s, \"pid\": %u, \"uptime_seconds\": %u, \"sessions\": %u, "
-          "\"streams\": %u, \"buffers\": %u, \"bytes_in_use\": %u, "
-          "\"commands_submitted\": %u}\n",
+          "\"device_memory_bytes\": %u, \"queue_count\": %u, "
+          "\"queues_created\": %u, \"version\": %s, \"pid\": %u, "
+          "\"uptime_seconds\": %u, \"sessions\": %u, \"streams\": %u, "
+          "\"buffers\": %u, \"kernels\": %u, \"events\": %u, "
+          "\"bytes_in_use\": %u, \"commands_submitted\": %u, "
+          "\"dispatch_cache\": %s, \"transfer_cache\": %s, "
+          "\"allocation_pool\": %s, \"staging_pool\": %s, "
+          "\"upload_staging\": %s}\n",
           JsonString(d.backend()), JsonString(d.name()),
           JsonString(d.target()), d.memory_bytes(), d.queue_count(),
-          JsonString(s.version()), s.pid(), s.uptime_seconds(), s.sessions(),
-          s.streams(), s.buffers(), s.bytes_in_use(), s.commands_submitted())
+          s.queues_created(), JsonString(s.version()), s.pid(),
+          s.uptime_seconds(), s.sessions(), s.streams(), s.buffers(),
+          s.kernels(), s.events(), s.bytes_in_use(), s.commands_submitted(),
+          CountersJson(s.dispatch_cache()), CountersJson(s.transfer_cache()),
+          CountersJson(s.allocation_pool()), CountersJson(s.staging_pool()),
+          CountersJson(s.upload_staging()))
           .c_str(),
       stdout);
 }
@@ -89,12 +112,20 @@ void PrintStatusTable(const hrx::v1::GetStatusResponse& s) {
       {"device", d.name()},
       {"target", d.target()},
       {"device memory", hrx::shared::FormatBytes(d.memory_bytes())},
-      {"queues", absl::StrCat(d.queue_count())},
+      {"queues", absl::StrCat(d.queue_count(), " (", s.queues_created(),
+                              " created)")},
       {"sessions", absl::StrCat(s.sessions())},
       {"streams", absl::StrCat(s.streams())},
       {"buffers", absl::StrCat(s.buffers())},
       {"bytes in use", hrx::shared::FormatBytes(s.bytes_in_use())},
+      {"kernels", absl::StrCat(s.kernels())},
+      {"events", absl::StrCat(s.events())},
       {"commands", absl::StrCat(s.commands_submitted())},
+      {"dispatch cache", CountersText(s.dispatch_cache())},
+      {"transfer cache", CountersText(s.transfer_cache())},
+      {"allocation pool", CountersText(s.allocation_pool())},
+      {"staging pool", CountersText(s.staging_pool())},
+      {"upload staging", CountersText(s.upload_staging())},
       {"version", s.version()},
       {"pid", absl::StrCat(s.pid())},
       {"uptime", absl::StrCat(s.uptime_seconds(), " s")},

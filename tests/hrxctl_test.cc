@@ -62,13 +62,15 @@ TEST_F(HrxctlTest, StatusTableIsAligned) {
   EXPECT_THAT(result.out,
               AllOf(ContainsRegex(absl::StrCat("(^|\n)backend +",
                                                TestBackend(), "\n")),
-                    ContainsRegex("\nqueues +8\n"),
+                    ContainsRegex("\nqueues +8 \\(0 created\\)\n"),
                     ContainsRegex("\nsessions +0\n"),
                     ContainsRegex("\nbytes in use +0 B\n")));
   // Values start in one column.
   const size_t backend_value = result.out.find(TestBackend());
   const size_t queues_line = result.out.find("\nqueues");
   const size_t queues_value = result.out.find("8", queues_line);
+  EXPECT_THAT(result.out, ContainsRegex("\ndispatch cache +0 entries, 0 B, 0 "
+                                        "hits, 0 misses, 0 evictions\n"));
   EXPECT_EQ(backend_value, queues_value - (queues_line + 1));
 }
 

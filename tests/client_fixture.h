@@ -1,0 +1,82 @@
+// Test fixture: a real hrxd on a temporary socket with one connected libhrx
+// client, its device and a stream.
+#ifndef HRX_TESTS_CLIENT_FIXTURE_H_
+#define HRX_TESTS_CLIENT_FIXTURE_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "hrx/client.h"
+#include "shared/status_matchers.h"
+#include "tests/subprocess.h"
+#include "tests/test_daemon.h"
+
+namespace hrx::testing {
+
+// Path of a test kernel's shared object, e.g. KernelPath("add_f32").
+inline std::string KernelPath(const std::string& name) {
+  return RunfilePath("tests/kernels/" + name + ".so");
+}
+
+class ClientFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto daemon = TestDaemon::Start(DaemonFlags());
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = *std::move(daemon);
+    auto client = Client::Connect(daemon_->socket_path(), "fixture");
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *std::move(client);
+    auto device = client_->OpenDevice(0);
+    ASSERT_TRUE(device.ok()) << device.status();
+    device_.emplace(*std::move(device));
+    auto stream = device_->CreateStream();
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    stream_ = std::make_unique<Stream>(*std::move(stream));
+  }
+
+  virtual std::vector<std::string> DaemonFlags() const { return {}; }
+
+  Stream NewStream() {
+    auto stream = device_->CreateStream();
+    EXPECT_TRUE(stream.ok()) << stream.status();
+    return *std::move(stream);
+  }
+
+  Buffer Allocate(Stream& stream, uint64_t bytes) {
+    auto buffer = stream.Allocate(bytes);
+    EXPECT_TRUE(buffer.ok()) << buffer.status();
+    return *std::move(buffer);
+  }
+
+  std::vector<uint8_t> ReadAll(Stream& stream, const View& view) {
+    std::vector<uint8_t> bytes(view.length());
+    const absl::Status read = stream.ReadBlocking(view, bytes);
+    EXPECT_TRUE(read.ok()) << read;
+    return bytes;
+  }
+
+  // The value of a successful StatusOr<bool>; false (and a failure) if not.
+  static bool Yes(const absl::StatusOr<bool>& value) {
+    EXPECT_TRUE(value.ok()) << value.status();
+    return value.ok() && *value;
+  }
+
+  StreamStats Stats(Stream& stream) {
+    auto stats = stream.GetStats();
+    EXPECT_TRUE(stats.ok()) << stats.status();
+    return stats.ok() ? *stats : StreamStats{};
+  }
+
+  std::unique_ptr<TestDaemon> daemon_;
+  std::unique_ptr<Client> client_;
+  std::optional<Device> device_;
+  std::unique_ptr<Stream> stream_;
+};
+
+}  // namespace hrx::testing
+
+#endif  // HRX_TESTS_CLIENT_FIXTURE_H_
