@@ -27,16 +27,6 @@ using ::testing::HasSubstr;
 
 constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
 
-hrx::v1::GetStatusResponse DaemonStatus(const std::string& socket_path) {
-  auto stub = hrx::v1::DaemonStatus::NewStub(
-      client::internal::MakeChannel(socket_path));
-  grpc::ClientContext context;
-  hrx::v1::GetStatusRequest request;
-  hrx::v1::GetStatusResponse response;
-  EXPECT_TRUE(stub->GetStatus(&context, request, &response).ok());
-  return response;
-}
-
 class ClientDaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -74,7 +64,7 @@ TEST_F(ClientDaemonTest, TwoClientProcessesEachRoundTripTheirOwnBytes) {
   // Each worker closed its session on exit: only this test's session is left.
   stream_.reset();
   const hrx::v1::GetStatusResponse status =
-      DaemonStatus(daemon_->socket_path());
+      QueryStatus(daemon_->socket_path());
   EXPECT_EQ(status.sessions(), 1u);
   EXPECT_EQ(status.buffers(), 0u);
   EXPECT_EQ(status.bytes_in_use(), 0u);

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/internal/connection.h"
+#include "gtest/gtest.h"
 #include "hrx/v1/status.grpc.pb.h"
 
 namespace hrx::testing {
@@ -18,12 +19,25 @@ std::string TestBackend() {
   return backend != nullptr && backend[0] != '\0' ? backend : "cpu";
 }
 
-bool WaitUntilServing(const std::string& socket_path, Subprocess* process) {
+hrx::v1::GetStatusResponse QueryStatus(const std::string& socket_path) {
   auto stub = hrx::v1::DaemonStatus::NewStub(
       client::internal::MakeChannel(socket_path));
+  grpc::ClientContext context;
+  hrx::v1::GetStatusRequest request;
+  hrx::v1::GetStatusResponse response;
+  const grpc::Status status = stub->GetStatus(&context, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return response;
+}
+
+bool WaitUntilServing(const std::string& socket_path, Subprocess* process) {
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < give_up) {
     if (process != nullptr && process->Poll().has_value()) return false;
+    // A fresh channel per attempt: a channel that failed to connect backs
+    // off for seconds before it tries again.
+    auto stub = hrx::v1::DaemonStatus::NewStub(
+        client::internal::MakeChannel(socket_path));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::milliseconds(500));

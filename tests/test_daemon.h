@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "hrx/v1/status.pb.h"
 #include "tests/subprocess.h"
 
 namespace hrx::testing {
@@ -43,6 +44,9 @@ class TestDaemon {
   std::unique_ptr<Subprocess> process_;
   bool owns_dir_;
 };
+
+// The daemon's status (an empty reply, and a test failure, when it fails).
+hrx::v1::GetStatusResponse QueryStatus(const std::string& socket_path);
 
 // True once a status call on `socket_path` succeeds (within ~20 s).
 bool WaitUntilServing(const std::string& socket_path, Subprocess* process);

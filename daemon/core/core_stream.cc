@@ -36,15 +36,6 @@ struct PreparedWait {
 using Prepared = std::variant<PreparedTransfer, PreparedUpload, PreparedRecord,
                               PreparedWait, DispatchRef>;
 
-struct PendingInsert {
-  bool is_dispatch = false;
-  std::string key;
-  PreparedTransfer transfer;
-  DispatchRef dispatch;
-  uint64_t bytes = 0;
-  std::vector<uint64_t> memory_ids;
-};
-
 struct ResolvedView {
   MemoryRef memory;
   uint64_t offset = 0;
@@ -79,10 +70,10 @@ absl::StatusOr<ResolvedView> Resolve(Session& session, const ViewRef& view,
                       buffer->origin_stream};
 }
 
-// Everything phase 1 produces.
+// Everything phase 1 produces. Cache misses are inserted as they are
+// prepared (a later refusal in the batch leaves valid entries behind).
 struct Plan {
   std::vector<Prepared> steps;
-  std::vector<PendingInsert> inserts;
   std::vector<uint64_t> recorded_events;
 };
 
@@ -112,8 +103,8 @@ class Planner {
     PreparedTransfer transfer{dst.memory, dst.offset, nullptr, 0, dst.length,
                               fill.value};
     if (dst.origin_stream == stream_.id && dst.length != 0) {
-      plan_.inserts.push_back(
-          {false, std::move(key), transfer, nullptr, 0, {dst.memory->id()}});
+      stream_.transfer_cache.Insert(std::move(key), transfer,
+                                    sizeof(PreparedTransfer), {dst.memory->id()});
     }
     plan_.steps.push_back(std::move(transfer));
     return absl::OkStatus();
@@ -149,8 +140,9 @@ class Planner {
                               dst.length, 0};
     if (dst.origin_stream == stream_.id && src.origin_stream == stream_.id &&
         dst.length != 0) {
-      plan_.inserts.push_back({false, std::move(key), transfer, nullptr, 0,
-                               {dst.memory->id(), src.memory->id()}});
+      stream_.transfer_cache.Insert(std::move(key), transfer,
+                                    sizeof(PreparedTransfer),
+                                    {dst.memory->id(), src.memory->id()});
     }
     plan_.steps.push_back(std::move(transfer));
     return absl::OkStatus();
@@ -258,8 +250,8 @@ class Planner {
     if (cacheable) {
       const uint64_t bytes = prepared->constants.size() +
                              prepared->bindings.size() * sizeof(backend::BoundBuffer);
-      plan_.inserts.push_back(
-          {true, std::move(key), {}, prepared, bytes, std::move(ids)});
+      stream_.dispatch_cache.Insert(std::move(key), prepared, bytes,
+                                    std::move(ids));
     }
     plan_.steps.push_back(std::move(prepared));
     return absl::OkStatus();
@@ -314,17 +306,6 @@ absl::StatusOr<size_t> Core::Submit(uint64_t session, uint64_t stream,
     }
   }
   Plan plan = planner.Take();
-  for (PendingInsert& insert : plan.inserts) {
-    if (insert.is_dispatch) {
-      target->dispatch_cache.Insert(std::move(insert.key),
-                                    std::move(insert.dispatch), insert.bytes,
-                                    std::move(insert.memory_ids));
-    } else {
-      target->transfer_cache.Insert(std::move(insert.key), insert.transfer,
-                                    sizeof(PreparedTransfer),
-                                    std::move(insert.memory_ids));
-    }
-  }
   // Reserve the recorded ids now; the fences are filled in as enqueued.
   for (uint64_t event : plan.recorded_events) s.events[event] = EventEntry{};
 
