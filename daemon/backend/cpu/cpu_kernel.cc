@@ -81,11 +81,13 @@ absl::StatusOr<std::shared_ptr<CpuKernel>> CpuKernel::Load(
     written += static_cast<size_t>(n);
   }
   // dlopen reads the object through the descriptor; RTLD_LOCAL keeps one
-  // kernel's symbols from resolving another's.
+  // kernel's symbols from resolving another's. The descriptor stays open
+  // while the kernel is loaded: glibc matches objects by path before
+  // anything else, so two live kernels must never share a /proc path.
   const std::string path = absl::StrCat("/proc/self/fd/", fd);
   void* module = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  close(fd);
   if (module == nullptr) {
+    close(fd);
     const char* error = dlerror();
     return Refuse(entry,
                   absl::StrCat("the code object is not a loadable shared "
@@ -99,6 +101,7 @@ absl::StatusOr<std::shared_ptr<CpuKernel>> CpuKernel::Load(
       dlsym(module, absl::StrCat(entry, "_info").c_str()));
   if (function == nullptr || info == nullptr) {
     dlclose(module);
+    close(fd);
     return Refuse(entry,
                   absl::StrFormat("the object exports no %s%s", entry,
                                   function == nullptr ? "" : "_info"),
@@ -108,12 +111,16 @@ absl::StatusOr<std::shared_ptr<CpuKernel>> CpuKernel::Load(
   auto signature = ReadSignature(entry, *info);
   if (!signature.ok()) {
     dlclose(module);
+    close(fd);
     return signature.status();
   }
   return std::shared_ptr<CpuKernel>(
-      new CpuKernel(module, entry, function, *std::move(signature)));
+      new CpuKernel(module, fd, entry, function, *std::move(signature)));
 }
 
-CpuKernel::~CpuKernel() { dlclose(module_); }
+CpuKernel::~CpuKernel() {
+  dlclose(module_);
+  close(fd_);
+}
 
 }  // namespace hrx::backend

@@ -28,14 +28,16 @@ class CpuKernel final : public Kernel {
   hrx_cpu_kernel_fn function() const { return function_; }
 
  private:
-  CpuKernel(void* module, std::string entry, hrx_cpu_kernel_fn function,
+  CpuKernel(void* module, int fd, std::string entry, hrx_cpu_kernel_fn function,
             KernelSignature signature)
       : module_(module),
+        fd_(fd),
         entry_(std::move(entry)),
         function_(function),
         signature_(std::move(signature)) {}
 
   void* const module_;
+  const int fd_;  // the memfd the module was loaded from
   const std::string entry_;
   const hrx_cpu_kernel_fn function_;
   const KernelSignature signature_;
