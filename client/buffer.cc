@@ -17,8 +17,8 @@ absl::StatusOr<View> View::Slice(uint64_t offset, uint64_t length) const {
 }
 
 Buffer::Buffer(std::shared_ptr<client::internal::Connection> connection,
-               uint64_t handle, uint64_t bytes, uint64_t allocation_id,
-               uint64_t origin_stream)
+               Handle handle, uint64_t bytes, uint64_t allocation_id,
+               Handle origin_stream)
     : connection_(std::move(connection)),
       handle_(handle),
       bytes_(bytes),
@@ -27,19 +27,19 @@ Buffer::Buffer(std::shared_ptr<client::internal::Connection> connection,
 
 Buffer::Buffer(Buffer&& other) noexcept
     : connection_(std::move(other.connection_)),
-      handle_(std::exchange(other.handle_, 0)),
+      handle_(std::exchange(other.handle_, Handle{})),
       bytes_(std::exchange(other.bytes_, 0)),
       allocation_id_(std::exchange(other.allocation_id_, 0)),
-      origin_stream_(std::exchange(other.origin_stream_, 0)) {}
+      origin_stream_(std::exchange(other.origin_stream_, Handle{})) {}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
     (void)Free();
     connection_ = std::move(other.connection_);
-    handle_ = std::exchange(other.handle_, 0);
+    handle_ = std::exchange(other.handle_, Handle{});
     bytes_ = std::exchange(other.bytes_, 0);
     allocation_id_ = std::exchange(other.allocation_id_, 0);
-    origin_stream_ = std::exchange(other.origin_stream_, 0);
+    origin_stream_ = std::exchange(other.origin_stream_, Handle{});
   }
   return *this;
 }
@@ -63,7 +63,8 @@ absl::Status Buffer::Free() {
   (void)connection->FlushAll();
   auto context = connection->Context();
   hrx::v1::FreeRequest request;
-  request.set_buffer(std::exchange(handle_, 0));
+  client::internal::ToProto(std::exchange(handle_, Handle{}),
+                            request.mutable_buffer());
   hrx::v1::FreeResponse response;
   return connection->Check(
       connection->buffers().Free(context.get(), request, &response));

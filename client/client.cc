@@ -49,7 +49,7 @@ absl::StatusOr<Device> Client::OpenDeviceFor(int index,
   return device;
 }
 
-uint64_t Client::session() const { return connection_->session(); }
+const Handle& Client::session() const { return connection_->session(); }
 
 const std::string& Client::socket_path() const {
   return connection_->socket_path();

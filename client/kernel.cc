@@ -9,7 +9,7 @@
 namespace hrx {
 
 Kernel::Kernel(std::shared_ptr<client::internal::Connection> connection,
-               uint64_t handle, std::string symbol,
+               Handle handle, std::string symbol,
                std::vector<KernelArgument> layout)
     : connection_(std::move(connection)),
       handle_(handle),
@@ -24,7 +24,7 @@ Kernel::Kernel(std::shared_ptr<client::internal::Connection> connection,
 
 Kernel::Kernel(Kernel&& other) noexcept
     : connection_(std::move(other.connection_)),
-      handle_(std::exchange(other.handle_, 0)),
+      handle_(std::exchange(other.handle_, Handle{})),
       symbol_(std::move(other.symbol_)),
       layout_(std::move(other.layout_)),
       info_(other.info_) {}
@@ -33,7 +33,7 @@ Kernel& Kernel::operator=(Kernel&& other) noexcept {
   if (this != &other) {
     Unload();
     connection_ = std::move(other.connection_);
-    handle_ = std::exchange(other.handle_, 0);
+    handle_ = std::exchange(other.handle_, Handle{});
     symbol_ = std::move(other.symbol_);
     layout_ = std::move(other.layout_);
     info_ = other.info_;
@@ -52,7 +52,8 @@ void Kernel::Unload() {
   (void)connection->FlushAll();
   auto context = connection->Context();
   hrx::v1::UnloadKernelRequest request;
-  request.set_kernel(std::exchange(handle_, 0));
+  client::internal::ToProto(std::exchange(handle_, Handle{}),
+                            request.mutable_kernel());
   hrx::v1::UnloadKernelResponse response;
   (void)connection->kernels().UnloadKernel(context.get(), request, &response);
 }

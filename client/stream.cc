@@ -18,7 +18,7 @@ namespace hrx {
 namespace {
 
 void SetView(const View& view, hrx::v1::View* out) {
-  out->set_buffer(view.buffer_handle());
+  client::internal::ToProto(view.buffer_handle(), out->mutable_buffer());
   out->set_offset(view.offset());
   out->set_length(view.length());
 }
@@ -46,7 +46,7 @@ Stream::Stream(Stream&&) noexcept = default;
 Stream& Stream::operator=(Stream&&) noexcept = default;
 Stream::~Stream() = default;
 
-uint64_t Stream::handle() const { return state_->handle(); }
+const Handle& Stream::handle() const { return state_->handle(); }
 uint32_t Stream::queue() const { return state_->queue(); }
 
 absl::Status Stream::CheckOwned(const View& view, const char* what) const {
@@ -85,11 +85,12 @@ absl::StatusOr<Buffer> Stream::AllocateWith(uint64_t bytes, int contents,
   request.set_bytes(bytes);
   request.set_contents(static_cast<hrx::v1::InitialContents>(contents));
   request.set_placement(static_cast<hrx::v1::Placement>(placement));
-  request.set_stream(handle());
+  client::internal::ToProto(handle(), request.mutable_stream());
   hrx::v1::AllocateResponse response;
   HRX_RETURN_IF_ERROR(connection.Check(
       connection.buffers().Allocate(context.get(), request, &response)));
-  return Buffer(state_->shared_connection(), response.buffer(),
+  return Buffer(state_->shared_connection(),
+                client::internal::FromProto(response.buffer()),
                 response.bytes(), response.allocation_id(), handle());
 }
 
@@ -245,7 +246,8 @@ absl::StatusOr<Kernel> Stream::LoadKernel(std::span<const uint8_t> code,
   for (const hrx::v1::KernelArg& arg : response.signature().args()) {
     layout.push_back({static_cast<uint32_t>(arg.kind()), arg.size()});
   }
-  Kernel kernel(state_->shared_connection(), response.kernel(), entry,
+  Kernel kernel(state_->shared_connection(),
+                client::internal::FromProto(response.kernel()), entry,
                 std::move(layout));
   for (int d = 0; d < 3 && d < response.signature().workgroup_size_size(); ++d) {
     kernel.info_.workgroup_size[d] = response.signature().workgroup_size(d);
@@ -282,7 +284,7 @@ absl::Status Stream::Dispatch(const Kernel& kernel, Dim3 grid, Dim3 block,
                                              constants.size(), bindings.size()));
   hrx::v1::Command command;
   hrx::v1::Dispatch* dispatch = command.mutable_dispatch();
-  dispatch->set_kernel(kernel.handle());
+  client::internal::ToProto(kernel.handle(), dispatch->mutable_kernel());
   for (int d = 0; d < 3; ++d) {
     dispatch->add_grid(grid[d]);
     dispatch->add_block(block[d]);
@@ -328,7 +330,7 @@ absl::StatusOr<StreamStats> Stream::GetStats() {
   client::internal::Connection& connection = state_->connection();
   auto context = connection.Context();
   hrx::v1::StreamStatsRequest request;
-  request.set_stream(handle());
+  client::internal::ToProto(handle(), request.mutable_stream());
   hrx::v1::StreamStatsResponse response;
   HRX_RETURN_IF_ERROR(connection.Check(
       connection.streams().GetStreamStats(context.get(), request, &response)));

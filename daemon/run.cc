@@ -61,8 +61,9 @@ absl::Status Run(const DaemonOptions& options) {
       backend::OpenBackend({options.backend, options.cpu_memory_bytes},
                            *backend_log));
   const backend::DeviceProperties properties = backend->properties();
-  auto core = std::make_unique<Core>(std::move(backend),
-                                     CoreOptions{options.queue_count});
+  CoreOptions core_options;
+  core_options.queue_count = options.queue_count;
+  auto core = std::make_unique<Core>(std::move(backend), core_options);
   HRX_ASSIGN_OR_RETURN(std::unique_ptr<DaemonServer> server,
                        DaemonServer::Start(*core, socket_path));
   HRX_RETURN_IF_ERROR(guard->RestrictSocketMode());

@@ -5,6 +5,7 @@
 #define HRX_SHARED_HANDLE_H_
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace hrx::shared {
@@ -27,17 +28,34 @@ struct Handle {
   static constexpr uint32_t kGenerationMask = (1u << 24) - 1;
 
   // Layout, most significant first: kind (8 bits), generation (24), slot (32).
-  uint64_t Encode() const {
+  constexpr uint64_t Encode() const {
     return (uint64_t{static_cast<uint8_t>(kind)} << 56) |
            (uint64_t{generation & kGenerationMask} << 32) | slot;
   }
-  static Handle Decode(uint64_t wire) {
+  static constexpr Handle Decode(uint64_t wire) {
     return Handle{static_cast<HandleKind>(wire >> 56),
                   static_cast<uint32_t>(wire & 0xffffffffu),
                   static_cast<uint32_t>((wire >> 32) & kGenerationMask)};
   }
   friend bool operator==(const Handle&, const Handle&) = default;
 };
+
+// An owner-branded handle as it crosses the wire: the object's encoding
+// (Handle::Encode) plus the daemon run, the owning session and a tag that
+// authenticates all three (see daemon/core/handle_authority.h).
+struct WireHandle {
+  uint64_t instance = 0;
+  uint64_t session = 0;
+  uint64_t object = 0;
+  uint64_t tag = 0;
+  friend bool operator==(const WireHandle&, const WireHandle&) = default;
+};
+
+// "instance.session.object.tag", each 16 lowercase hex digits: the form of
+// the "hrx-session" metadata.
+std::string FormatWireHandle(const WireHandle& handle);
+// False when `text` is not in that form.
+bool ParseWireHandle(std::string_view text, WireHandle* handle);
 
 }  // namespace hrx::shared
 

@@ -23,5 +23,19 @@ TEST(Handle, ZeroDecodesAsInvalid) {
   EXPECT_EQ(HandleKindName(HandleKind{200}), "invalid");
 }
 
+TEST(WireHandle, FormatsAndParsesTheSessionMetadataForm) {
+  const WireHandle handle{0x0123456789abcdefULL, 2, 0xfedcba9876543210ULL, 4};
+  const std::string text = FormatWireHandle(handle);
+  EXPECT_EQ(text,
+            "0123456789abcdef.0000000000000002.fedcba9876543210."
+            "0000000000000004");
+  WireHandle parsed;
+  ASSERT_TRUE(ParseWireHandle(text, &parsed));
+  EXPECT_EQ(parsed, handle);
+  EXPECT_FALSE(ParseWireHandle("12", &parsed));
+  EXPECT_FALSE(ParseWireHandle(std::string(text).replace(3, 1, "G"), &parsed));
+  EXPECT_FALSE(ParseWireHandle(std::string(text).replace(16, 1, ":"), &parsed));
+}
+
 }  // namespace
 }  // namespace hrx::shared

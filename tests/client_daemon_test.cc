@@ -110,8 +110,8 @@ TEST_F(ClientDaemonTest, ClientRefusesOutOfRangeAndWrappingSlices) {
 TEST_F(ClientDaemonTest, DaemonRefusesOutOfRangeAndWrappingViewsItself) {
   RawSession raw(daemon_->socket_path());
   ASSERT_THAT(raw.open_status, IsOk());
-  const uint64_t buffer = *raw.Allocate(4096);
-  const uint64_t stream = *raw.CreateStream();
+  const hrx::v1::Handle buffer = *raw.Allocate(4096);
+  const hrx::v1::Handle stream = *raw.CreateStream();
   EXPECT_THAT(raw.Submit(FillRequest(stream, buffer, kMax - 7, 16, 1)),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("view_out_of_range"),
@@ -131,8 +131,8 @@ TEST_F(ClientDaemonTest, DaemonRefusesOutOfRangeAndWrappingViewsItself) {
 
 TEST_F(ClientDaemonTest, RefusedBatchRunsNothingOfIt) {
   RawSession raw(daemon_->socket_path());
-  const uint64_t buffer = *raw.Allocate(64);
-  const uint64_t stream = *raw.CreateStream();
+  const hrx::v1::Handle buffer = *raw.Allocate(64);
+  const hrx::v1::Handle stream = *raw.CreateStream();
   hrx::v1::SubmitRequest batch = FillRequest(stream, buffer, 0, 64, 0xaa);
   *batch.add_commands() =
       FillRequest(stream, buffer, 60, 8, 0xbb).commands(0);  // out of range

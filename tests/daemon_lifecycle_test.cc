@@ -92,11 +92,11 @@ TEST(DaemonLifecycleTest, SigtermDrainsQueuedWorkExitsZeroAndRemovesSocket) {
   ASSERT_THAT(daemon.status(), IsOk());
   RawSession raw((*daemon)->socket_path());
   ASSERT_THAT(raw.open_status, IsOk());
-  const uint64_t buffer = *raw.Allocate(64 << 20);
-  const uint64_t stream = *raw.CreateStream();
+  const hrx::v1::Handle buffer = *raw.Allocate(64 << 20);
+  const hrx::v1::Handle stream = *raw.CreateStream();
   // About 4 GiB of fills: long enough that the stop arrives while queued.
   hrx::v1::SubmitRequest batch;
-  batch.set_stream(stream);
+  *batch.mutable_stream() = stream;
   for (int i = 0; i < 64; ++i) {
     *batch.add_commands() =
         FillRequest(stream, buffer, 0, 64 << 20, i & 0xff).commands(0);

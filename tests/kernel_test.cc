@@ -158,8 +158,8 @@ TEST_F(KernelTest, LaunchesAreValidatedAgainstShapeAndSignature) {
 
 TEST_F(KernelTest, TheDaemonRepeatsEveryLaunchCheck) {
   RawSession raw(daemon_->socket_path());
-  const uint64_t stream = *raw.CreateStream();
-  const uint64_t buffer = *raw.Allocate(64);
+  const hrx::v1::Handle stream = *raw.CreateStream();
+  const hrx::v1::Handle buffer = *raw.Allocate(64);
   std::ifstream in(KernelPath("write_pattern"), std::ios::binary);
   const std::string code((std::istreambuf_iterator<char>(in)),
                          std::istreambuf_iterator<char>());
@@ -174,16 +174,16 @@ TEST_F(KernelTest, TheDaemonRepeatsEveryLaunchCheck) {
   }
   auto dispatch = [&](std::vector<uint32_t> grid, std::vector<uint32_t> block,
                       std::string constants, uint64_t offset, uint64_t length,
-                      uint64_t kernel) {
+                      const hrx::v1::Handle& kernel) {
     hrx::v1::SubmitRequest request;
-    request.set_stream(stream);
+    *request.mutable_stream() = stream;
     hrx::v1::Dispatch* d = request.add_commands()->mutable_dispatch();
-    d->set_kernel(kernel);
+    *d->mutable_kernel() = kernel;
     for (uint32_t g : grid) d->add_grid(g);
     for (uint32_t b : block) d->add_block(b);
     d->set_constants(constants);
     hrx::v1::View* view = d->add_bindings();
-    view->set_buffer(buffer);
+    *view->mutable_buffer() = buffer;
     view->set_offset(offset);
     view->set_length(length);
     return raw.Submit(request);

@@ -32,11 +32,13 @@ struct RawSession {
 
   std::unique_ptr<grpc::ClientContext> Context() const {
     auto context = std::make_unique<grpc::ClientContext>();
-    context->AddMetadata(shared::kSessionMetadataKey, absl::StrCat(session));
+    context->AddMetadata(
+        shared::kSessionMetadataKey,
+        shared::FormatWireHandle(client::internal::FromProto(session)));
     return context;
   }
 
-  absl::StatusOr<uint64_t> Allocate(uint64_t bytes) {
+  absl::StatusOr<hrx::v1::Handle> Allocate(uint64_t bytes) {
     auto context = Context();
     hrx::v1::AllocateRequest request;
     request.set_bytes(bytes);
@@ -48,7 +50,7 @@ struct RawSession {
     return response.buffer();
   }
 
-  absl::StatusOr<uint64_t> CreateStream() {
+  absl::StatusOr<hrx::v1::Handle> CreateStream() {
     auto context = Context();
     hrx::v1::CreateStreamRequest request;
     hrx::v1::CreateStreamResponse response;
@@ -65,12 +67,13 @@ struct RawSession {
         streams->Submit(context.get(), request, &response));
   }
 
-  absl::StatusOr<std::string> Read(uint64_t stream, uint64_t buffer,
+  absl::StatusOr<std::string> Read(const hrx::v1::Handle& stream,
+                                   const hrx::v1::Handle& buffer,
                                    uint64_t offset, uint64_t length) {
     auto context = Context();
     hrx::v1::ReadRequest request;
-    request.set_stream(stream);
-    request.mutable_src()->set_buffer(buffer);
+    *request.mutable_stream() = stream;
+    *request.mutable_src()->mutable_buffer() = buffer;
     request.mutable_src()->set_offset(offset);
     request.mutable_src()->set_length(length);
     hrx::v1::ReadResponse response;
@@ -80,10 +83,10 @@ struct RawSession {
     return response.data();
   }
 
-  absl::Status Synchronize(uint64_t stream) {
+  absl::Status Synchronize(const hrx::v1::Handle& stream) {
     auto context = Context();
     hrx::v1::SynchronizeRequest request;
-    request.set_stream(stream);
+    *request.mutable_stream() = stream;
     hrx::v1::SynchronizeResponse response;
     return shared::FromGrpcStatus(
         streams->Synchronize(context.get(), request, &response));
@@ -94,17 +97,18 @@ struct RawSession {
   std::unique_ptr<hrx::v1::Buffers::Stub> buffers;
   std::unique_ptr<hrx::v1::Streams::Stub> streams;
   absl::Status open_status;
-  uint64_t session = 0;
+  hrx::v1::Handle session;
 };
 
 // A one-command fill request.
-inline hrx::v1::SubmitRequest FillRequest(uint64_t stream, uint64_t buffer,
+inline hrx::v1::SubmitRequest FillRequest(const hrx::v1::Handle& stream,
+                                          const hrx::v1::Handle& buffer,
                                           uint64_t offset, uint64_t length,
                                           uint32_t value) {
   hrx::v1::SubmitRequest request;
-  request.set_stream(stream);
+  *request.mutable_stream() = stream;
   hrx::v1::Fill* fill = request.add_commands()->mutable_fill();
-  fill->mutable_dst()->set_buffer(buffer);
+  *fill->mutable_dst()->mutable_buffer() = buffer;
   fill->mutable_dst()->set_offset(offset);
   fill->mutable_dst()->set_length(length);
   fill->set_value(value);

@@ -76,16 +76,16 @@ TEST_F(StreamOrderingTest, EventsOfAnotherClientAreRefused) {
 
 TEST_F(StreamOrderingTest, UnknownEventsAreRefusedByTheDaemon) {
   RawSession raw(daemon_->socket_path());
-  const uint64_t stream = *raw.CreateStream();
+  const hrx::v1::Handle stream = *raw.CreateStream();
   hrx::v1::SubmitRequest request;
-  request.set_stream(stream);
+  *request.mutable_stream() = stream;
   request.add_commands()->mutable_wait_event()->set_event(12345);
   EXPECT_THAT(raw.Submit(request),
               StatusIs(absl::StatusCode::kNotFound,
                        AllOf(HasSubstr("unknown_event"),
                              HasSubstr("submit command 1 of 1"))));
   hrx::v1::SubmitRequest twice;
-  twice.set_stream(stream);
+  *twice.mutable_stream() = stream;
   twice.add_commands()->mutable_record_event()->set_event(7);
   twice.add_commands()->mutable_record_event()->set_event(7);
   EXPECT_THAT(raw.Submit(twice),

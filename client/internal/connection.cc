@@ -26,6 +26,18 @@ uint64_t NextBrand() {
 
 }  // namespace
 
+void ToProto(const shared::WireHandle& handle, hrx::v1::Handle* out) {
+  out->set_instance(handle.instance);
+  out->set_session(handle.session);
+  out->set_object(handle.object);
+  out->set_tag(handle.tag);
+}
+
+shared::WireHandle FromProto(const hrx::v1::Handle& handle) {
+  return shared::WireHandle{handle.instance(), handle.session(),
+                            handle.object(), handle.tag()};
+}
+
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& socket_path) {
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(kMaxReplyBytes);
@@ -63,12 +75,13 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(
       sessions->OpenSession(&context, request, &response);
   if (!status.ok()) return CallStatus(status, socket_path);
   return std::shared_ptr<Connection>(
-      new Connection(socket_path, std::move(channel), response.session()));
+      new Connection(socket_path, std::move(channel),
+                     FromProto(response.session())));
 }
 
 Connection::Connection(std::string socket_path,
                        std::shared_ptr<grpc::Channel> channel,
-                       uint64_t session)
+                       shared::WireHandle session)
     : socket_path_(std::move(socket_path)),
       channel_(std::move(channel)),
       session_(session),
@@ -90,7 +103,8 @@ Connection::~Connection() {
 
 std::unique_ptr<grpc::ClientContext> Connection::Context() const {
   auto context = std::make_unique<grpc::ClientContext>();
-  context->AddMetadata(shared::kSessionMetadataKey, absl::StrCat(session_));
+  context->AddMetadata(shared::kSessionMetadataKey,
+                       shared::FormatWireHandle(session_));
   return context;
 }
 

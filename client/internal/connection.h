@@ -19,6 +19,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "hrx/v1/buffer.grpc.pb.h"
+#include "shared/handle.h"
 #include "hrx/v1/device.grpc.pb.h"
 #include "hrx/v1/event.grpc.pb.h"
 #include "hrx/v1/kernel.grpc.pb.h"
@@ -27,6 +28,9 @@
 #include "hrx/v1/stream.grpc.pb.h"
 
 namespace hrx::client::internal {
+
+void ToProto(const shared::WireHandle& handle, hrx::v1::Handle* out);
+shared::WireHandle FromProto(const hrx::v1::Handle& handle);
 
 // Largest reply the client accepts; above the daemon's 8 MiB inline read.
 inline constexpr int kMaxReplyBytes = 16 << 20;
@@ -70,7 +74,7 @@ class Connection {
   // A fresh event id for this session (the daemon checks uniqueness too).
   uint64_t NextEventId() { return next_event_id_.fetch_add(1); }
 
-  uint64_t session() const { return session_; }
+  const shared::WireHandle& session() const { return session_; }
   // Process-local identity that brands this connection's buffers and
   // streams, so they are never mixed with another Client's.
   uint64_t brand() const { return brand_; }
@@ -83,11 +87,11 @@ class Connection {
 
  private:
   Connection(std::string socket_path, std::shared_ptr<grpc::Channel> channel,
-             uint64_t session);
+             shared::WireHandle session);
 
   const std::string socket_path_;
   const std::shared_ptr<grpc::Channel> channel_;
-  const uint64_t session_;
+  const shared::WireHandle session_;
   const uint64_t brand_;
   const std::unique_ptr<hrx::v1::Sessions::Stub> sessions_;
   const std::unique_ptr<hrx::v1::Buffers::Stub> buffers_;

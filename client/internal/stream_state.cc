@@ -30,7 +30,7 @@ absl::StatusOr<std::shared_ptr<StreamState>> StreamState::Open(
     reply = state->RoundTripLocked(std::move(open));
   }
   if (!reply.ok()) return reply.status();
-  state->handle_ = reply->opened().stream();
+  state->handle_ = FromProto(reply->opened().stream());
   state->queue_ = reply->opened().queue();
   {
     absl::MutexLock lock(&state->mu_);
@@ -66,7 +66,7 @@ absl::Status StreamState::BrokenLocked() {
       broken_status_ = absl::UnavailableError(absl::StrFormat(
           "stream_broken: hrxd at %s ended stream %u. Fix: check that the "
           "daemon runs, then create a new stream.",
-          connection_->socket_path(), handle_));
+          connection_->socket_path(), handle_.object));
     }
   }
   return broken_status_;
@@ -133,11 +133,10 @@ absl::Status StreamState::Synchronize() {
   return RoundTripLocked(std::move(request)).status();
 }
 
-absl::StatusOr<std::string> StreamState::Read(uint64_t buffer,
-                                              uint64_t offset,
-                                              uint64_t length) {
+absl::StatusOr<std::string> StreamState::Read(
+    const shared::WireHandle& buffer, uint64_t offset, uint64_t length) {
   hrx::v1::StreamRequest request;
-  request.mutable_read()->set_buffer(buffer);
+  ToProto(buffer, request.mutable_read()->mutable_buffer());
   request.mutable_read()->set_offset(offset);
   request.mutable_read()->set_length(length);
   absl::MutexLock lock(&mu_);

@@ -35,15 +35,15 @@ class StreamState final : public StreamBatch {
   absl::Status Flush() override;
   // Sends the batch, then a sync point, and returns its reply's status.
   absl::Status Synchronize();
-  absl::StatusOr<std::string> Read(uint64_t buffer, uint64_t offset,
-                                   uint64_t length);
+  absl::StatusOr<std::string> Read(const shared::WireHandle& buffer,
+                                   uint64_t offset, uint64_t length);
   absl::StatusOr<bool> Poll();
 
   Connection& connection() const { return *connection_; }
   const std::shared_ptr<Connection>& shared_connection() const {
     return connection_;
   }
-  uint64_t handle() const { return handle_; }
+  const shared::WireHandle& handle() const { return handle_; }
   uint32_t queue() const { return queue_; }
 
  private:
@@ -60,7 +60,7 @@ class StreamState final : public StreamBatch {
   absl::Status BrokenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<Connection> connection_;
-  uint64_t handle_ = 0;
+  shared::WireHandle handle_;
   uint32_t queue_ = 0;
 
   absl::Mutex mu_;

@@ -58,6 +58,8 @@ std::string SignatureText(const backend::KernelSignature& signature) {
 Core::Core(std::unique_ptr<backend::Backend> backend,
            const CoreOptions& options)
     : backend_(std::move(backend)),
+      authority_(options.authority ? *options.authority
+                                   : HandleAuthority::FromKernelRandom()),
       started_(absl::Now()),
       queues_(*backend_, options.queue_count) {}
 

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
+#include "daemon/core/handle_authority.h"
 #include "daemon/core/handle_table.h"
 #include "daemon/core/queue_pool.h"
 #include "daemon/core/types.h"
@@ -36,6 +38,8 @@ namespace hrx::daemon {
 
 struct CoreOptions {
   uint32_t queue_count = kDefaultQueueCount;
+  // Tests inject a fixed authority; the daemon draws one from getrandom.
+  std::optional<HandleAuthority> authority;
 };
 
 using DoneCallback = std::function<void(absl::Status)>;
@@ -58,6 +62,9 @@ class Core {
   // queued work has completed.
   void CloseSession(uint64_t session,
                     std::function<void(absl::StatusOr<CloseSummary>)> done);
+
+  // Seals and opens the handles this daemon run hands out.
+  const HandleAuthority& handles() const { return authority_; }
 
   // --- Device -----------------------------------------------------------
   DeviceInfo device_info() const;
@@ -124,6 +131,7 @@ class Core {
 
   // Constant after construction.
   const std::unique_ptr<backend::Backend> backend_;
+  const HandleAuthority authority_;
   const absl::Time started_;
   QueuePool queues_;  // internally synchronized
 

@@ -9,7 +9,8 @@
 
 namespace hrx::daemon {
 
-absl::StatusOr<uint64_t> DecodeSession(const grpc::ServerContextBase& context) {
+absl::StatusOr<Caller> DecodeCaller(const grpc::ServerContextBase& context,
+                                    const HandleAuthority& authority) {
   const auto& metadata = context.client_metadata();
   auto it = metadata.find(shared::kSessionMetadataKey);
   if (it == metadata.end()) {
@@ -20,18 +21,54 @@ absl::StatusOr<uint64_t> DecodeSession(const grpc::ServerContextBase& context) {
         shared::kSessionMetadataKey, shared::kSessionMetadataKey));
   }
   const std::string text(it->second.data(), it->second.size());
-  uint64_t session = 0;
-  if (!absl::SimpleAtoi(text, &session)) {
+  shared::WireHandle handle;
+  if (!shared::ParseWireHandle(text, &handle)) {
     return absl::UnauthenticatedError(absl::StrFormat(
-        "bad_session_metadata: \"%s\" metadata \"%s\" is not a decimal session "
-        "handle. Fix: send the session handle from OpenSession in decimal.",
+        "bad_session_metadata: \"%s\" metadata \"%s\" is not a session "
+        "handle. Fix: send the session handle from OpenSession as four "
+        "16-digit hex numbers joined by '.'.",
         shared::kSessionMetadataKey, text));
   }
-  return session;
+  auto session = authority.OpenSession(handle);
+  if (!session.ok()) return session.status();
+  return Caller(authority, *session);
 }
 
-ViewRef DecodeView(const hrx::v1::View& view) {
-  return ViewRef{view.buffer(), view.offset(), view.length()};
+shared::WireHandle ToWire(const hrx::v1::Handle& handle) {
+  return shared::WireHandle{handle.instance(), handle.session(),
+                            handle.object(), handle.tag()};
+}
+
+void FromWire(const shared::WireHandle& wire, hrx::v1::Handle* out) {
+  out->set_instance(wire.instance);
+  out->set_session(wire.session);
+  out->set_object(wire.object);
+  out->set_tag(wire.tag);
+}
+
+absl::StatusOr<uint64_t> Caller::Object(const hrx::v1::Handle& handle,
+                                        shared::HandleKind kind,
+                                        std::string_view what) const {
+  return authority_->Open(ToWire(handle), session_, kind, what);
+}
+
+absl::StatusOr<uint64_t> Caller::OptionalObject(bool present,
+                                                const hrx::v1::Handle& handle,
+                                                shared::HandleKind kind,
+                                                std::string_view what) const {
+  if (!present) return uint64_t{0};
+  return Object(handle, kind, what);
+}
+
+void Caller::Seal(uint64_t object, hrx::v1::Handle* out) const {
+  FromWire(authority_->Seal(session_, object), out);
+}
+
+absl::StatusOr<ViewRef> Caller::View(const hrx::v1::View& view,
+                                     std::string_view what) const {
+  auto buffer = Object(view.buffer(), shared::HandleKind::kBuffer, what);
+  if (!buffer.ok()) return buffer.status();
+  return ViewRef{*buffer, view.offset(), view.length()};
 }
 
 namespace {
@@ -48,8 +85,12 @@ absl::StatusOr<std::array<uint32_t, 3>> DecodeDims(
   return std::array<uint32_t, 3>{dims[0], dims[1], dims[2]};
 }
 
-absl::StatusOr<Command> DecodeCommand(const hrx::v1::Command& command,
-                                      int index, int count) {
+}  // namespace
+
+absl::StatusOr<Command> Caller::DecodeCommand(const hrx::v1::Command& command,
+                                              int index, int count) const {
+  const std::string label =
+      absl::StrFormat("submit command %d of %d", index + 1, count);
   switch (command.op_case()) {
     case hrx::v1::Command::kFill: {
       const uint32_t value = command.fill().value();
@@ -59,15 +100,24 @@ absl::StatusOr<Command> DecodeCommand(const hrx::v1::Command& command,
             "%u is not a byte. Fix: send a fill value from 0 to 255.",
             index + 1, count, value));
       }
-      return FillCommand{DecodeView(command.fill().dst()),
-                         static_cast<uint8_t>(value)};
+      auto dst = View(command.fill().dst(), label + " (fill dst)");
+      if (!dst.ok()) return dst.status();
+      return FillCommand{*dst, static_cast<uint8_t>(value)};
     }
     case hrx::v1::Command::kCopy:
-      return CopyCommand{DecodeView(command.copy().dst()),
-                         DecodeView(command.copy().src())};
+    {
+      auto dst = View(command.copy().dst(), label + " (copy dst)");
+      if (!dst.ok()) return dst.status();
+      auto src = View(command.copy().src(), label + " (copy src)");
+      if (!src.ok()) return src.status();
+      return CopyCommand{*dst, *src};
+    }
     case hrx::v1::Command::kUpload:
-      return UploadCommand{DecodeView(command.upload().dst()),
-                           command.upload().data()};
+    {
+      auto dst = View(command.upload().dst(), label + " (upload dst)");
+      if (!dst.ok()) return dst.status();
+      return UploadCommand{*dst, command.upload().data()};
+    }
     case hrx::v1::Command::kRecordEvent:
       return RecordEventCommand{command.record_event().event()};
     case hrx::v1::Command::kWaitEvent:
@@ -75,7 +125,10 @@ absl::StatusOr<Command> DecodeCommand(const hrx::v1::Command& command,
     case hrx::v1::Command::kDispatch: {
       const hrx::v1::Dispatch& wire = command.dispatch();
       DispatchCommand dispatch;
-      dispatch.kernel = wire.kernel();
+      auto kernel = Object(wire.kernel(), shared::HandleKind::kKernel,
+                           label + " (dispatch kernel)");
+      if (!kernel.ok()) return kernel.status();
+      dispatch.kernel = *kernel;
       auto grid = DecodeDims(wire.grid(), "grid", index, count);
       if (!grid.ok()) return grid.status();
       auto block = DecodeDims(wire.block(), "block", index, count);
@@ -91,8 +144,11 @@ absl::StatusOr<Command> DecodeCommand(const hrx::v1::Command& command,
             shared::kConstantsCapacity));
       }
       dispatch.constants = wire.constants();
-      for (const hrx::v1::View& view : wire.bindings()) {
-        dispatch.bindings.push_back(DecodeView(view));
+      for (int b = 0; b < wire.bindings_size(); ++b) {
+        auto view = View(wire.bindings(b),
+                         absl::StrFormat("%s (dispatch binding %d)", label, b));
+        if (!view.ok()) return view.status();
+        dispatch.bindings.push_back(*view);
       }
       return dispatch;
     }
@@ -105,10 +161,8 @@ absl::StatusOr<Command> DecodeCommand(const hrx::v1::Command& command,
       index + 1, count));
 }
 
-}  // namespace
-
-absl::StatusOr<std::vector<Command>> DecodeCommands(
-    const google::protobuf::RepeatedPtrField<hrx::v1::Command>& commands) {
+absl::StatusOr<std::vector<Command>> Caller::Commands(
+    const google::protobuf::RepeatedPtrField<hrx::v1::Command>& commands) const {
   std::vector<Command> decoded;
   decoded.reserve(commands.size());
   for (int i = 0; i < commands.size(); ++i) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/core/handle_authority.h"
 #include "daemon/core/types.h"
 #include "grpcpp/server_context.h"
 #include "daemon/backend/backend.h"
@@ -16,17 +17,51 @@
 
 namespace hrx::daemon {
 
-// The session handle from the call's "hrx-session" metadata.
-// UNAUTHENTICATED when absent or not a decimal number.
-absl::StatusOr<uint64_t> DecodeSession(const grpc::ServerContextBase& context);
+// The calling session, and the handle authority that seals and opens the
+// handles it sends and receives.
+class Caller {
+ public:
+  Caller(const HandleAuthority& authority, uint64_t session)
+      : authority_(&authority), session_(session) {}
 
-ViewRef DecodeView(const hrx::v1::View& view);
+  uint64_t session() const { return session_; }
 
-// INVALID_ARGUMENT for a fill value above 255, a dispatch whose grid or
-// block does not have 3 entries or whose constants pass 256 bytes, or a
-// command with no op set; the message names the command's position.
-absl::StatusOr<std::vector<Command>> DecodeCommands(
-    const google::protobuf::RepeatedPtrField<hrx::v1::Command>& commands);
+  // The object a `kind` handle of this session names; see HandleAuthority.
+  absl::StatusOr<uint64_t> Object(const hrx::v1::Handle& handle,
+                                  shared::HandleKind kind,
+                                  std::string_view what) const;
+  // As Object, but an absent handle is 0.
+  absl::StatusOr<uint64_t> OptionalObject(bool present,
+                                          const hrx::v1::Handle& handle,
+                                          shared::HandleKind kind,
+                                          std::string_view what) const;
+  void Seal(uint64_t object, hrx::v1::Handle* out) const;
+
+  absl::StatusOr<ViewRef> View(const hrx::v1::View& view,
+                               std::string_view what) const;
+
+  // INVALID_ARGUMENT for a fill value above 255, a dispatch whose grid or
+  // block does not have 3 entries or whose constants pass 256 bytes, or a
+  // command with no op set; the message names the command's position.
+  absl::StatusOr<std::vector<Command>> Commands(
+      const google::protobuf::RepeatedPtrField<hrx::v1::Command>& commands)
+      const;
+
+ private:
+  absl::StatusOr<Command> DecodeCommand(const hrx::v1::Command& command,
+                                        int index, int count) const;
+
+  const HandleAuthority* authority_;
+  uint64_t session_;
+};
+
+// The session named by the call's "hrx-session" metadata. UNAUTHENTICATED
+// when it is absent or malformed; otherwise as HandleAuthority::OpenSession.
+absl::StatusOr<Caller> DecodeCaller(const grpc::ServerContextBase& context,
+                                    const HandleAuthority& authority);
+
+shared::WireHandle ToWire(const hrx::v1::Handle& handle);
+void FromWire(const shared::WireHandle& wire, hrx::v1::Handle* out);
 
 // INVALID_ARGUMENT "bad_signature" for an unknown kind, a scalar that is not
 // 4 or 8 bytes, or a workgroup size without 3 entries.

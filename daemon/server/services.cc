@@ -59,7 +59,9 @@ grpc::ServerUnaryReactor* SessionsService::OpenSession(
     const hrx::v1::OpenSessionRequest* request,
     hrx::v1::OpenSessionResponse* response) {
   auto session = core_.OpenSession(request->client_name());
-  if (session.ok()) response->set_session(*session);
+  if (session.ok()) {
+    FromWire(core_.handles().SealSession(*session), response->mutable_session());
+  }
   return Finish(context, session.status());
 }
 
@@ -67,10 +69,11 @@ grpc::ServerUnaryReactor* SessionsService::CloseSession(
     grpc::CallbackServerContext* context,
     const hrx::v1::CloseSessionRequest* request,
     hrx::v1::CloseSessionResponse* response) {
-  auto session = DecodeSession(*context);
-  if (!session.ok()) return Finish(context, session.status());
+  auto caller = DecodeCaller(*context, core_.handles());
+  if (!caller.ok()) return Finish(context, caller.status());
+  const uint64_t session = caller->session();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  core_.CloseSession(*session, [reactor, response](
+  core_.CloseSession(session, [reactor, response](
                                    absl::StatusOr<CloseSummary> summary) {
     if (summary.ok()) {
       response->set_freed_buffers(summary->freed_buffers);
@@ -93,8 +96,9 @@ grpc::ServerUnaryReactor* DevicesService::SetQueueCount(
     grpc::CallbackServerContext* context,
     const hrx::v1::SetQueueCountRequest* request,
     hrx::v1::SetQueueCountResponse* response) {
-  auto session = DecodeSession(*context);
-  if (!session.ok()) return Finish(context, session.status());
+  // Any session may size the pool (roles and budgets come with tenancy).
+  auto caller = DecodeCaller(*context, core_.handles());
+  if (!caller.ok()) return Finish(context, caller.status());
   return Finish(context, core_.SetQueueCount(request->count()));
 }
 
@@ -102,18 +106,19 @@ grpc::ServerUnaryReactor* KernelsService::LoadKernel(
     grpc::CallbackServerContext* context,
     const hrx::v1::LoadKernelRequest* request,
     hrx::v1::LoadKernelResponse* response) {
-  auto session = DecodeSession(*context);
-  if (!session.ok()) return Finish(context, session.status());
+  auto caller = DecodeCaller(*context, core_.handles());
+  if (!caller.ok()) return Finish(context, caller.status());
+  const uint64_t session = caller->session();
   std::optional<backend::KernelSignature> declared;
   if (request->has_declared()) {
     auto decoded = DecodeSignature(request->declared());
     if (!decoded.ok()) return Finish(context, decoded.status());
     declared = *std::move(decoded);
   }
-  auto kernel = core_.LoadKernel(*session, request->code(), request->entry(),
+  auto kernel = core_.LoadKernel(session, request->code(), request->entry(),
                                  declared ? &*declared : nullptr);
   if (kernel.ok()) {
-    response->set_kernel(kernel->handle);
+    caller->Seal(kernel->handle, response->mutable_kernel());
     EncodeSignature(kernel->signature, response->mutable_signature());
   }
   return Finish(context, kernel.status());
@@ -123,17 +128,22 @@ grpc::ServerUnaryReactor* KernelsService::UnloadKernel(
     grpc::CallbackServerContext* context,
     const hrx::v1::UnloadKernelRequest* request,
     hrx::v1::UnloadKernelResponse* response) {
-  auto session = DecodeSession(*context);
-  if (!session.ok()) return Finish(context, session.status());
-  return Finish(context, core_.UnloadKernel(*session, request->kernel()));
+  auto caller = DecodeCaller(*context, core_.handles());
+  if (!caller.ok()) return Finish(context, caller.status());
+  const uint64_t session = caller->session();
+  auto kernel = caller->Object(request->kernel(), shared::HandleKind::kKernel,
+                               "unload kernel");
+  if (!kernel.ok()) return Finish(context, kernel.status());
+  return Finish(context, core_.UnloadKernel(session, *kernel));
 }
 
 grpc::ServerUnaryReactor* EventsService::QueryEvent(
     grpc::CallbackServerContext* context, const hrx::v1::EventRequest* request,
     hrx::v1::QueryEventResponse* response) {
-  auto session = DecodeSession(*context);
-  if (!session.ok()) return Finish(context, session.status());
-  auto complete = core_.QueryEvent(*session, request->event());
+  auto caller = DecodeCaller(*context, core_.handles());
+  if (!caller.ok()) return Finish(context, caller.status());
+  const uint64_t session = caller->session();
+  auto complete = core_.QueryEvent(session, request->event());
   if (complete.ok()) response->set_complete(*complete);
   return Finish(context, complete.status());
 }
@@ -141,37 +151,43 @@ grpc::ServerUnaryReactor* EventsService::QueryEvent(
 grpc::ServerUnaryReactor* EventsService::SynchronizeEvent(
     grpc::CallbackServerContext* context, const hrx::v1::EventRequest* request,
     hrx::v1::SynchronizeEventResponse* response) {
-  auto session = DecodeSession(*context);
-  if (!session.ok()) return Finish(context, session.status());
+  auto caller = DecodeCaller(*context, core_.handles());
+  if (!caller.ok()) return Finish(context, caller.status());
+  const uint64_t session = caller->session();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  core_.SynchronizeEvent(*session, request->event(), FinishLater(reactor));
+  core_.SynchronizeEvent(session, request->event(), FinishLater(reactor));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* EventsService::ReleaseEvent(
     grpc::CallbackServerContext* context, const hrx::v1::EventRequest* request,
     hrx::v1::ReleaseEventResponse* response) {
-  auto session = DecodeSession(*context);
-  if (!session.ok()) return Finish(context, session.status());
-  return Finish(context, core_.ReleaseEvent(*session, request->event()));
+  auto caller = DecodeCaller(*context, core_.handles());
+  if (!caller.ok()) return Finish(context, caller.status());
+  const uint64_t session = caller->session();
+  return Finish(context, core_.ReleaseEvent(session, request->event()));
 }
 
 grpc::ServerUnaryReactor* BuffersService::Allocate(
     grpc::CallbackServerContext* context,
     const hrx::v1::AllocateRequest* request,
     hrx::v1::AllocateResponse* response) {
-  auto session = DecodeSession(*context);
-  if (!session.ok()) return Finish(context, session.status());
+  auto caller = DecodeCaller(*context, core_.handles());
+  if (!caller.ok()) return Finish(context, caller.status());
+  const uint64_t session = caller->session();
   const AllocationKind kind =
       request->placement() == hrx::v1::PLACEMENT_SHARED
           ? AllocationKind::kShared
       : request->contents() == hrx::v1::INITIAL_CONTENTS_ZEROED
           ? AllocationKind::kZeroed
           : AllocationKind::kDevice;
-  auto buffer =
-      core_.Allocate(*session, request->bytes(), kind, request->stream());
+  auto stream = caller->OptionalObject(request->has_stream(), request->stream(),
+                                       shared::HandleKind::kStream,
+                                       "allocate stream");
+  if (!stream.ok()) return Finish(context, stream.status());
+  auto buffer = core_.Allocate(session, request->bytes(), kind, *stream);
   if (buffer.ok()) {
-    response->set_buffer(buffer->handle);
+    caller->Seal(buffer->handle, response->mutable_buffer());
     response->set_bytes(buffer->bytes);
     response->set_allocation_id(buffer->allocation_id);
   }
@@ -181,20 +197,25 @@ grpc::ServerUnaryReactor* BuffersService::Allocate(
 grpc::ServerUnaryReactor* BuffersService::Free(
     grpc::CallbackServerContext* context, const hrx::v1::FreeRequest* request,
     hrx::v1::FreeResponse* response) {
-  auto session = DecodeSession(*context);
-  if (!session.ok()) return Finish(context, session.status());
-  return Finish(context, core_.Free(*session, request->buffer()));
+  auto caller = DecodeCaller(*context, core_.handles());
+  if (!caller.ok()) return Finish(context, caller.status());
+  const uint64_t session = caller->session();
+  auto buffer = caller->Object(request->buffer(), shared::HandleKind::kBuffer,
+                               "free buffer");
+  if (!buffer.ok()) return Finish(context, buffer.status());
+  return Finish(context, core_.Free(session, *buffer));
 }
 
 grpc::ServerUnaryReactor* StreamsService::CreateStream(
     grpc::CallbackServerContext* context,
     const hrx::v1::CreateStreamRequest* request,
     hrx::v1::CreateStreamResponse* response) {
-  auto session = DecodeSession(*context);
-  if (!session.ok()) return Finish(context, session.status());
-  auto stream = core_.CreateStream(*session);
+  auto caller = DecodeCaller(*context, core_.handles());
+  if (!caller.ok()) return Finish(context, caller.status());
+  const uint64_t session = caller->session();
+  auto stream = core_.CreateStream(session);
   if (stream.ok()) {
-    response->set_stream(stream->handle);
+    caller->Seal(stream->handle, response->mutable_stream());
     response->set_queue(stream->queue);
   }
   return Finish(context, stream.status());
@@ -204,22 +225,29 @@ grpc::ServerUnaryReactor* StreamsService::DestroyStream(
     grpc::CallbackServerContext* context,
     const hrx::v1::DestroyStreamRequest* request,
     hrx::v1::DestroyStreamResponse* response) {
-  auto session = DecodeSession(*context);
-  if (!session.ok()) return Finish(context, session.status());
+  auto caller = DecodeCaller(*context, core_.handles());
+  if (!caller.ok()) return Finish(context, caller.status());
+  const uint64_t session = caller->session();
+  auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
+                               "destroy stream");
+  if (!stream.ok()) return Finish(context, stream.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  core_.DestroyStream(*session, request->stream(), FinishLater(reactor));
+  core_.DestroyStream(session, *stream, FinishLater(reactor));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* StreamsService::Submit(
     grpc::CallbackServerContext* context, const hrx::v1::SubmitRequest* request,
     hrx::v1::SubmitResponse* response) {
-  auto session = DecodeSession(*context);
-  if (!session.ok()) return Finish(context, session.status());
-  auto commands = DecodeCommands(request->commands());
+  auto caller = DecodeCaller(*context, core_.handles());
+  if (!caller.ok()) return Finish(context, caller.status());
+  const uint64_t session = caller->session();
+  auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
+                               "submit stream");
+  if (!stream.ok()) return Finish(context, stream.status());
+  auto commands = caller->Commands(request->commands());
   if (!commands.ok()) return Finish(context, commands.status());
-  auto enqueued =
-      core_.Submit(*session, request->stream(), *std::move(commands));
+  auto enqueued = core_.Submit(session, *stream, *std::move(commands));
   if (enqueued.ok()) response->set_enqueued(*enqueued);
   return Finish(context, enqueued.status());
 }
@@ -228,36 +256,50 @@ grpc::ServerUnaryReactor* StreamsService::Synchronize(
     grpc::CallbackServerContext* context,
     const hrx::v1::SynchronizeRequest* request,
     hrx::v1::SynchronizeResponse* response) {
-  auto session = DecodeSession(*context);
-  if (!session.ok()) return Finish(context, session.status());
+  auto caller = DecodeCaller(*context, core_.handles());
+  if (!caller.ok()) return Finish(context, caller.status());
+  const uint64_t session = caller->session();
+  auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
+                               "synchronize stream");
+  if (!stream.ok()) return Finish(context, stream.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  core_.Synchronize(*session, request->stream(), FinishLater(reactor));
+  core_.Synchronize(session, *stream, FinishLater(reactor));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* StreamsService::Read(
     grpc::CallbackServerContext* context, const hrx::v1::ReadRequest* request,
     hrx::v1::ReadResponse* response) {
-  auto session = DecodeSession(*context);
-  if (!session.ok()) return Finish(context, session.status());
+  auto caller = DecodeCaller(*context, core_.handles());
+  if (!caller.ok()) return Finish(context, caller.status());
+  const uint64_t session = caller->session();
+  auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
+                               "read stream");
+  if (!stream.ok()) return Finish(context, stream.status());
+  auto src = caller->View(request->src(), "read src");
+  if (!src.ok()) return Finish(context, src.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The response outlives the read: gRPC keeps it until Finish.
-  core_.Read(*session, request->stream(), DecodeView(request->src()),
-             response->mutable_data(), FinishLater(reactor));
+  core_.Read(session, *stream, *src, response->mutable_data(),
+             FinishLater(reactor));
   return reactor;
 }
 
 grpc::ServerBidiReactor<hrx::v1::StreamRequest, hrx::v1::StreamReply>*
 StreamsService::Open(grpc::CallbackServerContext* context) {
-  return new StreamReactor(core_, DecodeSession(*context));
+  return new StreamReactor(core_, DecodeCaller(*context, core_.handles()));
 }
 
 grpc::ServerUnaryReactor* StreamsService::Poll(
     grpc::CallbackServerContext* context, const hrx::v1::PollRequest* request,
     hrx::v1::PollResponse* response) {
-  auto session = DecodeSession(*context);
-  if (!session.ok()) return Finish(context, session.status());
-  auto complete = core_.Poll(*session, request->stream());
+  auto caller = DecodeCaller(*context, core_.handles());
+  if (!caller.ok()) return Finish(context, caller.status());
+  const uint64_t session = caller->session();
+  auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
+                               "poll stream");
+  if (!stream.ok()) return Finish(context, stream.status());
+  auto complete = core_.Poll(session, *stream);
   if (complete.ok()) response->set_complete(*complete);
   return Finish(context, complete.status());
 }
@@ -266,9 +308,13 @@ grpc::ServerUnaryReactor* StreamsService::GetStreamStats(
     grpc::CallbackServerContext* context,
     const hrx::v1::StreamStatsRequest* request,
     hrx::v1::StreamStatsResponse* response) {
-  auto session = DecodeSession(*context);
-  if (!session.ok()) return Finish(context, session.status());
-  auto stats = core_.GetStreamStats(*session, request->stream());
+  auto caller = DecodeCaller(*context, core_.handles());
+  if (!caller.ok()) return Finish(context, caller.status());
+  const uint64_t session = caller->session();
+  auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
+                               "stream stats");
+  if (!stream.ok()) return Finish(context, stream.status());
+  auto stats = core_.GetStreamStats(session, *stream);
   if (stats.ok()) {
     response->set_queue(stats->queue);
     response->set_published_fence(stats->published_fence);

@@ -26,18 +26,20 @@ void SetStatus(hrx::v1::StreamReply& reply, const absl::Status& status) {
 
 }  // namespace
 
-StreamReactor::StreamReactor(Core& core, absl::StatusOr<uint64_t> session)
+StreamReactor::StreamReactor(Core& core, absl::StatusOr<Caller> caller)
     : core_(core) {
-  if (!session.ok()) {
+  if (!caller.ok()) {
+    const absl::Status& session = caller.status();
     {
       absl::MutexLock lock(&mu_);
       finished_ = true;
     }
-    Finish(grpc::Status(static_cast<grpc::StatusCode>(session.status().code()),
-                        std::string(session.status().message())));
+    Finish(grpc::Status(static_cast<grpc::StatusCode>(session.code()),
+                        std::string(session.message())));
     return;
   }
-  session_ = *session;
+  caller_.emplace(*caller);
+  session_ = caller->session();
   StartRead(&request_);
 }
 
@@ -76,7 +78,7 @@ void StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
     Reply reply = NewReply(token, opened.status());
     if (opened.ok()) {
       stream_ = opened->handle;
-      reply->mutable_opened()->set_stream(opened->handle);
+      caller_->Seal(opened->handle, reply->mutable_opened()->mutable_stream());
       reply->mutable_opened()->set_queue(opened->queue);
     }
     return Send(std::move(reply));
@@ -89,7 +91,7 @@ void StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
   }
   switch (request.op_case()) {
     case hrx::v1::StreamRequest::kBatch: {
-      auto commands = DecodeCommands(request.batch().commands());
+      auto commands = caller_->Commands(request.batch().commands());
       absl::StatusOr<size_t> enqueued =
           commands.ok() ? core_.Submit(session_, stream_, *std::move(commands),
                                        SubmitErrors::kDefer)
@@ -116,9 +118,11 @@ void StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
       if (absl::Status deferred = TakeDeferred(); !deferred.ok()) {
         return Send(NewReply(token, deferred));
       }
+      auto src = caller_->View(request.read(), "read src");
+      if (!src.ok()) return Send(NewReply(token, src.status()));
       Reply reply = NewReply(token);
       Begin();
-      core_.Read(session_, stream_, DecodeView(request.read()),
+      core_.Read(session_, stream_, *src,
                  reply->mutable_data(), [this, reply](absl::Status status) {
                    if (!status.ok()) {
                      reply->clear_data();

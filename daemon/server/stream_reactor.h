@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/core/core.h"
+#include "daemon/server/decode.h"
 #include "grpcpp/support/server_callback.h"
 #include "hrx/v1/stream.pb.h"
 
@@ -24,7 +26,7 @@ class StreamReactor final
                                      hrx::v1::StreamReply> {
  public:
   // Starts reading at once, or finishes with `session`'s error.
-  StreamReactor(Core& core, absl::StatusOr<uint64_t> session);
+  StreamReactor(Core& core, absl::StatusOr<Caller> caller);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -46,6 +48,7 @@ class StreamReactor final
   absl::Status TakeDeferred();
 
   Core& core_;
+  std::optional<Caller> caller_;
   uint64_t session_ = 0;
   uint64_t stream_ = 0;  // 0 until opened
   hrx::v1::StreamRequest request_;

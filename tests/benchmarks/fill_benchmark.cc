@@ -111,8 +111,8 @@ int main(int argc, char** argv) {
   const double batched = Seconds(start) / fills;
 
   hrx::testing::RawSession raw(socket_path);
-  const uint64_t raw_stream = *raw.CreateStream();
-  const uint64_t raw_buffer = *raw.Allocate(4096);
+  const hrx::v1::Handle raw_stream = *raw.CreateStream();
+  const hrx::v1::Handle raw_buffer = *raw.Allocate(4096);
   start = Clock::now();
   for (uint64_t i = 0; i < unary_fills; ++i) {
     if (absl::Status s = raw.Submit(hrx::testing::FillRequest(

@@ -9,8 +9,12 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "shared/handle.h"
 
 namespace hrx {
+
+// An owner-branded daemon handle. Opaque: pass it back unchanged.
+using Handle = shared::WireHandle;
 
 namespace client::internal {
 class Connection;
@@ -29,7 +33,7 @@ class View {
   // when offset + length passes the view's end, without wrapping.
   absl::StatusOr<View> Slice(uint64_t offset, uint64_t length) const;
 
-  uint64_t buffer_handle() const { return handle_; }
+  const Handle& buffer_handle() const { return handle_; }
   uint64_t offset() const { return offset_; }  // from the buffer's start
   uint64_t length() const { return length_; }
   bool empty() const { return length_ == 0; }
@@ -37,10 +41,10 @@ class View {
 
  private:
   friend class Buffer;
-  View(uint64_t handle, uint64_t brand, uint64_t offset, uint64_t length)
+  View(Handle handle, uint64_t brand, uint64_t offset, uint64_t length)
       : handle_(handle), brand_(brand), offset_(offset), length_(length) {}
 
-  uint64_t handle_;
+  Handle handle_;
   uint64_t brand_;
   uint64_t offset_;
   uint64_t length_;
@@ -56,11 +60,11 @@ class Buffer {
   ~Buffer();
 
   uint64_t bytes() const { return bytes_; }
-  uint64_t handle() const { return handle_; }
+  const Handle& handle() const { return handle_; }
   // Identifies the backing allocation: a pooled allocation shows its reuse.
   uint64_t allocation_id() const { return allocation_id_; }
-  // The stream that allocated it (its handle), or 0.
-  uint64_t origin_stream() const { return origin_stream_; }
+  // The stream that allocated it.
+  const Handle& origin_stream() const { return origin_stream_; }
 
   // The whole allocation.
   View Binding() const;
@@ -73,14 +77,14 @@ class Buffer {
  private:
   friend class Stream;
   Buffer(std::shared_ptr<client::internal::Connection> connection,
-         uint64_t handle, uint64_t bytes, uint64_t allocation_id,
-         uint64_t origin_stream);
+         Handle handle, uint64_t bytes, uint64_t allocation_id,
+         Handle origin_stream);
 
   std::shared_ptr<client::internal::Connection> connection_;
-  uint64_t handle_ = 0;
+  Handle handle_;
   uint64_t bytes_ = 0;
   uint64_t allocation_id_ = 0;
-  uint64_t origin_stream_ = 0;
+  Handle origin_stream_;
 };
 
 }  // namespace hrx

@@ -76,7 +76,7 @@ class Client {
   absl::StatusOr<Device> OpenDeviceFor(int index,
                                        const std::string& target) const;
 
-  uint64_t session() const;
+  const Handle& session() const;
   const std::string& socket_path() const;
 
  private:

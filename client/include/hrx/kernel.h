@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "hrx/buffer.h"
 
 namespace hrx {
 
@@ -51,18 +52,18 @@ class Kernel {
   const ExportInfo& info() const { return info_; }
   const std::vector<KernelArgument>& layout() const { return layout_; }
   const std::string& symbol() const { return symbol_; }
-  uint64_t handle() const { return handle_; }
+  const Handle& handle() const { return handle_; }
   uint64_t brand() const;
 
  private:
   friend class Stream;
   Kernel(std::shared_ptr<client::internal::Connection> connection,
-         uint64_t handle, std::string symbol,
+         Handle handle, std::string symbol,
          std::vector<KernelArgument> layout);
   void Unload();
 
   std::shared_ptr<client::internal::Connection> connection_;
-  uint64_t handle_ = 0;
+  Handle handle_;
   std::string symbol_;
   std::vector<KernelArgument> layout_;
   ExportInfo info_;

@@ -102,7 +102,7 @@ class Stream {
   // Sends pending commands and ends the stream; the daemon drains it first.
   ~Stream();
 
-  uint64_t handle() const;
+  const Handle& handle() const;
   uint32_t queue() const;  // the native queue this stream runs on
 
   // --- Memory -----------------------------------------------------------
