@@ -1,0 +1,265 @@
+#include "daemon/core/tenants.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+#include "shared/bytes.h"
+
+namespace hrx::daemon {
+namespace {
+
+using google::protobuf::TextFormat;
+
+std::string Amount(Resource resource, uint64_t value) {
+  if (resource == Resource::kDeviceBytes || resource == Resource::kSharedBytes) {
+    return absl::StrFormat("%s (%u bytes)", shared::FormatBytes(value), value);
+  }
+  return absl::StrFormat("%u", value);
+}
+
+class ErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    if (first_.empty()) {
+      first_ = absl::StrFormat("line %d, column %d: %s", line + 1, column + 1,
+                               message);
+    }
+  }
+  const std::string& first() const { return first_; }
+
+ private:
+  std::string first_;
+};
+
+absl::Status ConfigError(const std::string& source, int line,
+                         const std::string& field, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "config_invalid: %s:%d: field %s: %s. Fix: correct the file; see "
+      "deploy/hrxd.conf.",
+      source, line + 1, field, why));
+}
+
+}  // namespace
+
+std::string_view ResourceName(Resource resource) {
+  static constexpr std::string_view kNames[kResourceCount] = {
+      "device_bytes", "shared_bytes", "streams",
+      "kernels",      "graphs",       "inflight_commands"};
+  return kNames[static_cast<size_t>(resource)];
+}
+
+Limits LimitsFromBudget(const hrx::v1::Budget& budget) {
+  Limits limits;
+  if (budget.has_device_bytes()) limits[0] = budget.device_bytes();
+  if (budget.has_shared_bytes()) limits[1] = budget.shared_bytes();
+  if (budget.has_streams()) limits[2] = budget.streams();
+  if (budget.has_kernels()) limits[3] = budget.kernels();
+  if (budget.has_graphs()) limits[4] = budget.graphs();
+  if (budget.has_inflight_commands()) limits[5] = budget.inflight_commands();
+  return limits;
+}
+
+hrx::v1::Budget BudgetFromLimits(const Limits& limits) {
+  hrx::v1::Budget budget;
+  if (limits[0]) budget.set_device_bytes(*limits[0]);
+  if (limits[1]) budget.set_shared_bytes(*limits[1]);
+  if (limits[2]) budget.set_streams(*limits[2]);
+  if (limits[3]) budget.set_kernels(*limits[3]);
+  if (limits[4]) budget.set_graphs(*limits[4]);
+  if (limits[5]) budget.set_inflight_commands(*limits[5]);
+  return budget;
+}
+
+Charge::~Charge() { tenant_->Release(resource_, amount_); }
+
+absl::StatusOr<ChargeRef> Tenant::Reserve(Resource resource, uint64_t amount,
+                                          std::string_view what,
+                                          std::string_view who) {
+  const size_t index = static_cast<size_t>(resource);
+  {
+    absl::MutexLock lock(&mu_);
+    const uint64_t used = usage_[index];
+    const std::optional<uint64_t> ceiling = limits_[index];
+    if (ceiling && (*ceiling < used || amount > *ceiling - used)) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "budget_exhausted: %s: tenant \"%s\" (%s) would use %s of its %s "
+          "budget of %s (in use %s, asked %s). Fix: release what the tenant "
+          "no longer needs, or have an admin raise its %s (hrxctl budget "
+          "set).",
+          what, name_, who, Amount(resource, used + amount),
+          ResourceName(resource), Amount(resource, *ceiling),
+          Amount(resource, used), Amount(resource, amount),
+          ResourceName(resource)));
+    }
+    usage_[index] = used + amount;
+  }
+  return ChargeRef(new Charge(shared_from_this(), resource, amount));
+}
+
+void Tenant::Release(Resource resource, uint64_t amount) {
+  absl::MutexLock lock(&mu_);
+  usage_[static_cast<size_t>(resource)] -= amount;
+}
+
+void Tenant::SetLimits(const Limits& limits) {
+  absl::MutexLock lock(&mu_);
+  limits_ = limits;
+}
+
+Limits Tenant::limits() const {
+  absl::MutexLock lock(&mu_);
+  return limits_;
+}
+
+UsageCounts Tenant::usage() const {
+  absl::MutexLock lock(&mu_);
+  return usage_;
+}
+
+bool Tenant::Unlimited(Resource resource) const {
+  absl::MutexLock lock(&mu_);
+  return !limits_[static_cast<size_t>(resource)].has_value();
+}
+
+absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Load(
+    const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "config_unreadable: cannot read config file %s. Fix: pass an "
+        "existing, readable file to --config.",
+        path));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return Parse(text.str(), path);
+}
+
+absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Parse(
+    const std::string& text, const std::string& source) {
+  hrx::v1::DaemonConfig config;
+  TextFormat::Parser parser;
+  ErrorCollector errors;
+  TextFormat::ParseInfoTree locations;
+  parser.RecordErrorsTo(&errors);
+  parser.WriteLocationsTo(&locations);
+  if (!parser.ParseFromString(text, &config)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "config_invalid: %s: %s. Fix: correct the file; see deploy/hrxd.conf.",
+        source, errors.first()));
+  }
+  const auto* tenants_field =
+      hrx::v1::DaemonConfig::descriptor()->FindFieldByName("tenants");
+  const auto* name_field = hrx::v1::Tenant::descriptor()->FindFieldByName("name");
+  const auto* uids_field = hrx::v1::Tenant::descriptor()->FindFieldByName("uids");
+  auto registry = std::unique_ptr<TenantRegistry>(new TenantRegistry());
+  absl::flat_hash_map<std::string, int> names;
+  absl::flat_hash_map<uint32_t, std::string> uid_owner;
+  for (int i = 0; i < config.tenants_size(); ++i) {
+    const hrx::v1::Tenant& tenant = config.tenants(i);
+    TextFormat::ParseInfoTree* tree = locations.GetTreeForNested(tenants_field, i);
+    const int tenant_line = locations.GetLocation(tenants_field, i).line;
+    if (tenant.name().empty()) {
+      return ConfigError(source, tenant_line, "tenants.name",
+                         "every tenant needs a name");
+    }
+    if (tenant.name() == "default" || !names.emplace(tenant.name(), i).second) {
+      return ConfigError(
+          source, tree ? tree->GetLocation(name_field, -1).line : tenant_line,
+          "tenants.name",
+          absl::StrFormat("tenant name \"%s\" is used twice or reserved",
+                          tenant.name()));
+    }
+    for (int u = 0; u < tenant.uids_size(); ++u) {
+      auto [it, fresh] = uid_owner.emplace(tenant.uids(u), tenant.name());
+      if (!fresh) {
+        return ConfigError(
+            source, tree ? tree->GetLocation(uids_field, u).line : tenant_line,
+            "tenants.uids",
+            absl::StrFormat("uid %u is in tenants \"%s\" and \"%s\"",
+                            tenant.uids(u), it->second, tenant.name()));
+      }
+    }
+    Entry entry;
+    entry.tenant = std::make_shared<Tenant>(tenant.name(), tenant.role(),
+                                            LimitsFromBudget(tenant.budget()));
+    entry.uids.assign(tenant.uids().begin(), tenant.uids().end());
+    entry.gids.assign(tenant.gids().begin(), tenant.gids().end());
+    entry.subjects.assign(tenant.certificate_subjects().begin(),
+                          tenant.certificate_subjects().end());
+    registry->entries_.push_back(std::move(entry));
+  }
+  const hrx::v1::Tenant& fallback = config.default_tenant();
+  if (fallback.role() == hrx::v1::ROLE_ADMIN) {
+    const auto* default_field =
+        hrx::v1::DaemonConfig::descriptor()->FindFieldByName("default_tenant");
+    return ConfigError(source, locations.GetLocation(default_field, -1).line,
+                       "default_tenant.role",
+                       "unknown callers cannot be admins");
+  }
+  registry->default_ = std::make_shared<Tenant>(
+      "default", fallback.role(), LimitsFromBudget(fallback.budget()));
+  return registry;
+}
+
+std::unique_ptr<TenantRegistry> TenantRegistry::BuiltIn(uid_t daemon_uid) {
+  auto registry = std::unique_ptr<TenantRegistry>(new TenantRegistry());
+  Entry local;
+  local.tenant = std::make_shared<Tenant>("local", hrx::v1::ROLE_ADMIN, Limits{});
+  local.uids = {static_cast<uint32_t>(daemon_uid)};
+  if (daemon_uid != 0) local.uids.push_back(0);
+  registry->entries_.push_back(std::move(local));
+  registry->default_ =
+      std::make_shared<Tenant>("default", hrx::v1::ROLE_CLIENT, Limits{});
+  return registry;
+}
+
+std::shared_ptr<Tenant> TenantRegistry::Resolve(
+    const PeerIdentity& identity) const {
+  if (identity.pid == 0 && !identity.certificate_subject.empty()) {
+    for (const Entry& entry : entries_) {
+      if (std::find(entry.subjects.begin(), entry.subjects.end(),
+                    identity.certificate_subject) != entry.subjects.end()) {
+        return entry.tenant;
+      }
+    }
+    return nullptr;
+  }
+  for (const Entry& entry : entries_) {
+    if (std::find(entry.uids.begin(), entry.uids.end(), identity.uid) !=
+        entry.uids.end()) {
+      return entry.tenant;
+    }
+  }
+  for (const Entry& entry : entries_) {
+    if (std::find(entry.gids.begin(), entry.gids.end(), identity.gid) !=
+        entry.gids.end()) {
+      return entry.tenant;
+    }
+  }
+  return default_;
+}
+
+std::shared_ptr<Tenant> TenantRegistry::Find(std::string_view name) const {
+  if (name == "default") return default_;
+  for (const Entry& entry : entries_) {
+    if (entry.tenant->name() == name) return entry.tenant;
+  }
+  return nullptr;
+}
+
+std::vector<std::shared_ptr<Tenant>> TenantRegistry::All() const {
+  std::vector<std::shared_ptr<Tenant>> all;
+  for (const Entry& entry : entries_) all.push_back(entry.tenant);
+  all.push_back(default_);
+  return all;
+}
+
+}  // namespace hrx::daemon

@@ -1,0 +1,128 @@
+// Tenants: who a caller is to the daemon (by uid, gid or certificate), what
+// role it has, and what it may use. A Tenant counts its use of each budgeted
+// resource; a Charge holds part of that use and gives it back when the last
+// reference to it goes — so a charge tied to device memory is held until the
+// last queued command using the memory has completed, not merely until the
+// client frees the buffer.
+//
+// Thread-safe.
+#ifndef HRX_DAEMON_CORE_TENANTS_H_
+#define HRX_DAEMON_CORE_TENANTS_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/core/identity.h"
+#include "hrx/v1/config.pb.h"
+
+namespace hrx::daemon {
+
+enum class Resource : uint8_t {
+  kDeviceBytes = 0,
+  kSharedBytes,
+  kStreams,
+  kKernels,
+  kGraphs,
+  kInflightCommands,
+};
+inline constexpr size_t kResourceCount = 6;
+std::string_view ResourceName(Resource resource);  // "device_bytes", ...
+
+// Ceilings per resource; nullopt is unlimited.
+using Limits = std::array<std::optional<uint64_t>, kResourceCount>;
+using UsageCounts = std::array<uint64_t, kResourceCount>;
+
+Limits LimitsFromBudget(const hrx::v1::Budget& budget);
+hrx::v1::Budget BudgetFromLimits(const Limits& limits);
+
+class Tenant;
+
+class Charge {
+ public:
+  ~Charge();
+  Charge(const Charge&) = delete;
+  Charge& operator=(const Charge&) = delete;
+
+ private:
+  friend class Tenant;
+  Charge(std::shared_ptr<Tenant> tenant, Resource resource, uint64_t amount)
+      : tenant_(std::move(tenant)), resource_(resource), amount_(amount) {}
+  std::shared_ptr<Tenant> tenant_;
+  Resource resource_;
+  uint64_t amount_;
+};
+using ChargeRef = std::shared_ptr<const Charge>;
+
+class Tenant : public std::enable_shared_from_this<Tenant> {
+ public:
+  Tenant(std::string name, hrx::v1::Role role, Limits limits)
+      : name_(std::move(name)), role_(role), limits_(limits) {}
+
+  // Takes `amount` of `resource`, or refuses with RESOURCE_EXHAUSTED
+  // "budget_exhausted" naming the ceiling, the current use and the ask.
+  // `what` names the operation, `who` the caller ("uid 1000").
+  absl::StatusOr<ChargeRef> Reserve(Resource resource, uint64_t amount,
+                                    std::string_view what,
+                                    std::string_view who);
+
+  // Replaces the ceilings. Use above a lowered ceiling stays: new
+  // reservations are refused, nothing is freed.
+  void SetLimits(const Limits& limits);
+  Limits limits() const;
+  UsageCounts usage() const;
+  bool Unlimited(Resource resource) const;
+
+  const std::string& name() const { return name_; }
+  hrx::v1::Role role() const { return role_; }
+
+ private:
+  friend class Charge;
+  void Release(Resource resource, uint64_t amount);
+
+  const std::string name_;
+  const hrx::v1::Role role_;
+  mutable absl::Mutex mu_;
+  Limits limits_ ABSL_GUARDED_BY(mu_);
+  UsageCounts usage_ ABSL_GUARDED_BY(mu_) = {};
+};
+
+class TenantRegistry {
+ public:
+  // Reads a DaemonConfig in protobuf text format. INVALID_ARGUMENT
+  // "config_invalid" naming the file, line and field of the first problem.
+  static absl::StatusOr<std::unique_ptr<TenantRegistry>> Load(
+      const std::string& path);
+  static absl::StatusOr<std::unique_ptr<TenantRegistry>> Parse(
+      const std::string& text, const std::string& source);
+  // With no config file: the daemon's own uid (and root) are tenant "local",
+  // an admin; everyone else is tenant "default", a client. No budgets.
+  static std::unique_ptr<TenantRegistry> BuiltIn(uid_t daemon_uid);
+
+  // The tenant of a local caller: by uid, then gid, else the default tenant.
+  // Remote callers (pid 0 with a certificate subject) match by subject only;
+  // nullptr when none does.
+  std::shared_ptr<Tenant> Resolve(const PeerIdentity& identity) const;
+  std::shared_ptr<Tenant> Find(std::string_view name) const;
+  std::vector<std::shared_ptr<Tenant>> All() const;  // default last
+
+ private:
+  struct Entry {
+    std::shared_ptr<Tenant> tenant;
+    std::vector<uint32_t> uids, gids;
+    std::vector<std::string> subjects;
+  };
+  std::vector<Entry> entries_;
+  std::shared_ptr<Tenant> default_;
+};
+
+}  // namespace hrx::daemon
+
+#endif  // HRX_DAEMON_CORE_TENANTS_H_

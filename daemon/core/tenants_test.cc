@@ -1,0 +1,98 @@
+#include "daemon/core/tenants.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "shared/status_matchers.h"
+
+namespace hrx::daemon {
+namespace {
+
+using ::hrx::shared::IsOk;
+using ::hrx::shared::StatusIs;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr char kConfig[] = R"(
+tenants {
+  name: "ml"
+  uids: 4001
+  budget { device_bytes: 1048576 streams: 2 }
+}
+tenants {
+  name: "ops"
+  gids: 50
+  role: ROLE_ADMIN
+}
+default_tenant { budget { device_bytes: 0 } }
+)";
+
+TEST(TenantRegistryTest, ResolvesByUidThenGidElseDefault) {
+  auto registry = TenantRegistry::Parse(kConfig, "test.conf");
+  ASSERT_THAT(registry.status(), IsOk());
+  EXPECT_EQ((*registry)->Resolve({4001, 50, 1, ""})->name(), "ml");
+  EXPECT_EQ((*registry)->Resolve({4002, 50, 1, ""})->name(), "ops");
+  EXPECT_EQ((*registry)->Resolve({4002, 51, 1, ""})->name(), "default");
+  EXPECT_EQ((*registry)->Resolve({0, 0, 0, "CN=nobody"}), nullptr);
+}
+
+TEST(TenantRegistryTest, ReservesUpToTheCeilingAndReleasesOnDrop) {
+  auto registry = TenantRegistry::Parse(kConfig, "test.conf");
+  ASSERT_THAT(registry.status(), IsOk());
+  std::shared_ptr<Tenant> ml = (*registry)->Find("ml");
+  auto first = ml->Reserve(Resource::kDeviceBytes, 1 << 19, "allocate", "uid 4001");
+  auto second = ml->Reserve(Resource::kDeviceBytes, 1 << 19, "allocate", "uid 4001");
+  ASSERT_THAT(first.status(), IsOk());
+  ASSERT_THAT(second.status(), IsOk());
+  EXPECT_THAT(ml->Reserve(Resource::kDeviceBytes, 1, "allocate 1 B", "uid 4001"),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("budget_exhausted: allocate 1 B"),
+                             HasSubstr("tenant \"ml\" (uid 4001)"),
+                             HasSubstr("in use 1.00 MiB (1048576 bytes)"),
+                             HasSubstr("asked 1 B (1 bytes)"),
+                             HasSubstr("Fix:"))));
+  first->reset();
+  EXPECT_EQ(ml->usage()[0], 1u << 19);
+  EXPECT_THAT(ml->Reserve(Resource::kDeviceBytes, 1, "t", "u").status(), IsOk());
+  // Unlimited resources never refuse.
+  EXPECT_THAT(ml->Reserve(Resource::kKernels, 1 << 30, "t", "u").status(), IsOk());
+}
+
+TEST(TenantRegistryTest, LoweringABudgetRefusesNewUseAndFreesNothing) {
+  auto registry = TenantRegistry::Parse(kConfig, "test.conf");
+  std::shared_ptr<Tenant> ml = (*registry)->Find("ml");
+  auto held = ml->Reserve(Resource::kStreams, 2, "t", "u");
+  ASSERT_THAT(held.status(), IsOk());
+  Limits lower = ml->limits();
+  lower[static_cast<size_t>(Resource::kStreams)] = 1;
+  ml->SetLimits(lower);
+  EXPECT_EQ(ml->usage()[2], 2u);
+  EXPECT_THAT(ml->Reserve(Resource::kStreams, 1, "t", "u"),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("budget_exhausted")));
+}
+
+TEST(TenantRegistryTest, ConfigErrorsNameTheFileLineAndField) {
+  EXPECT_THAT(TenantRegistry::Parse("tenants { name: \"a\" uids: x }", "bad.conf"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("config_invalid: bad.conf: line 1"),
+                             HasSubstr("Fix:"))));
+  EXPECT_THAT(TenantRegistry::Parse(
+                  "tenants { name: \"a\" uids: 7 }\n"
+                  "tenants {\n  name: \"b\"\n  uids: 7\n}\n",
+                  "dup.conf"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("dup.conf:4: field tenants.uids"),
+                             HasSubstr("uid 7 is in tenants \"a\" and \"b\""))));
+  EXPECT_THAT(TenantRegistry::Parse("tenants {\n  name: \"a\"\n}\n"
+                                    "tenants {\n  name: \"a\"\n}\n",
+                                    "twice.conf"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("twice.conf:5: field tenants.name")));
+  EXPECT_THAT(TenantRegistry::Parse("default_tenant { role: ROLE_ADMIN }",
+                                    "admin.conf"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("default_tenant.role")));
+}
+
+}  // namespace
+}  // namespace hrx::daemon

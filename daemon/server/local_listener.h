@@ -1,0 +1,44 @@
+// Accepts connections on the daemon's Unix socket itself, so that it can read
+// each peer's credentials (SO_PEERCRED), record them in the PeerRegistry, and
+// only then give the connection to gRPC (AddInsecureChannelFromFd). gRPC's own
+// Unix listener cannot report who is calling.
+#ifndef HRX_DAEMON_SERVER_LOCAL_LISTENER_H_
+#define HRX_DAEMON_SERVER_LOCAL_LISTENER_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "daemon/server/peer_registry.h"
+#include "grpcpp/server.h"
+
+namespace hrx::daemon {
+
+class LocalListener {
+ public:
+  // Binds and listens on `socket_path` with mode `socket_mode`, then accepts
+  // on a thread until Stop. `server` and `peers` must outlive the listener.
+  static absl::StatusOr<std::unique_ptr<LocalListener>> Start(
+      const std::string& socket_path, unsigned socket_mode,
+      grpc::Server& server, PeerRegistry& peers);
+  ~LocalListener();  // Stop()
+
+  // Stops accepting; connections already handed to gRPC are unaffected.
+  void Stop();
+
+ private:
+  LocalListener(int listen_fd, int wake_fd, grpc::Server& server,
+                PeerRegistry& peers);
+  void AcceptLoop();
+
+  const int listen_fd_;
+  const int wake_fd_;  // an eventfd that ends the accept loop
+  grpc::Server& server_;
+  PeerRegistry& peers_;
+  std::thread thread_;
+};
+
+}  // namespace hrx::daemon
+
+#endif  // HRX_DAEMON_SERVER_LOCAL_LISTENER_H_
