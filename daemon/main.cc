@@ -1,5 +1,6 @@
 // hrxd: parse flags, then hand over to hrx::daemon::Run.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -16,6 +17,12 @@ ABSL_FLAG(std::string, log_level, "info",
 ABSL_FLAG(uint64_t, cpu_memory_bytes, 0,
           "device memory of the cpu backend in bytes (0: half of RAM)");
 ABSL_FLAG(uint32_t, queue_count, 8, "size of the native queue pool");
+ABSL_FLAG(std::string, config, "",
+          "tenants, roles and budgets in protobuf text format (see "
+          "deploy/hrxd.conf); empty: the daemon's uid is admin, no budgets");
+ABSL_FLAG(std::string, socket_mode, "0660",
+          "the socket's permission bits, octal (0666 lets every local user "
+          "connect; identity still comes from the kernel)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("hrxd: the hrx GPU daemon");
@@ -35,6 +42,17 @@ int main(int argc, char** argv) {
   options.log_level = absl::GetFlag(FLAGS_log_level);
   options.cpu_memory_bytes = absl::GetFlag(FLAGS_cpu_memory_bytes);
   options.queue_count = absl::GetFlag(FLAGS_queue_count);
+  options.config_path = absl::GetFlag(FLAGS_config);
+  const std::string mode = absl::GetFlag(FLAGS_socket_mode);
+  char* end = nullptr;
+  options.socket_mode = static_cast<unsigned>(std::strtoul(mode.c_str(), &end, 8));
+  if (mode.empty() || *end != '\0' || options.socket_mode > 0777) {
+    std::fprintf(stderr,
+                 "hrxd: bad_socket_mode: --socket_mode=%s is not an octal "
+                 "mode. Fix: pass e.g. 0660 or 0666.\n",
+                 mode.c_str());
+    return 1;
+  }
   const absl::Status status = hrx::daemon::Run(options);
   if (!status.ok()) {
     std::fprintf(stderr, "hrxd: %s\n", std::string(status.message()).c_str());

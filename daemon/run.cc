@@ -1,12 +1,14 @@
 #include "daemon/run.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
 #include "daemon/backend/factory.h"
 #include "daemon/core/core.h"
+#include "daemon/core/tenants.h"
 #include "daemon/logging.h"
 #include "daemon/server/server.h"
 #include "daemon/socket_guard.h"
@@ -52,8 +54,17 @@ absl::Status Run(const DaemonOptions& options) {
   const std::string socket_path = options.socket_path.empty()
                                       ? shared::DefaultSocketPath()
                                       : options.socket_path;
+  std::shared_ptr<TenantRegistry> tenants;
+  if (options.config_path.empty()) {
+    tenants = TenantRegistry::BuiltIn(geteuid());
+    log->info("no --config: uid {} is admin tenant \"local\", everyone else "
+              "tenant \"default\", no budgets",
+              geteuid());
+  } else {
+    HRX_ASSIGN_OR_RETURN(tenants, TenantRegistry::Load(options.config_path));
+  }
   HRX_ASSIGN_OR_RETURN(std::unique_ptr<SocketGuard> guard,
-                       SocketGuard::Claim(socket_path));
+                       SocketGuard::Claim(socket_path, options.socket_mode));
 
   auto backend_log = Logger("backend");
   HRX_ASSIGN_OR_RETURN(
@@ -63,10 +74,11 @@ absl::Status Run(const DaemonOptions& options) {
   const backend::DeviceProperties properties = backend->properties();
   CoreOptions core_options;
   core_options.queue_count = options.queue_count;
+  core_options.tenants = std::move(tenants);
   auto core = std::make_unique<Core>(std::move(backend), core_options);
   HRX_ASSIGN_OR_RETURN(std::unique_ptr<DaemonServer> server,
-                       DaemonServer::Start(*core, socket_path));
-  HRX_RETURN_IF_ERROR(guard->RestrictSocketMode());
+                       DaemonServer::Start(*core, socket_path,
+                                           options.socket_mode));
 
   log->info("hrxd listening on unix:{} (backend {}, device \"{}\", target {}, "
             "{} of device memory, {} queues)",

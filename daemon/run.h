@@ -16,6 +16,8 @@ struct DaemonOptions {
   std::string log_level = "info";
   uint64_t cpu_memory_bytes = 0;    // 0: half of physical memory
   uint32_t queue_count = 8;         // size of the native queue pool
+  std::string config_path;          // tenants and budgets; empty: built-in
+  unsigned socket_mode = 0660;      // others' bits open the directory too
 };
 
 // Blocks until a stop signal; OK after a clean shutdown. Must be called

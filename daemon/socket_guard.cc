@@ -17,8 +17,6 @@
 namespace hrx::daemon {
 namespace {
 
-constexpr mode_t kDirectoryMode = 0700;
-constexpr mode_t kSocketMode = 0660;
 
 std::string Errno(int error) { return std::strerror(error); }
 
@@ -29,8 +27,8 @@ std::string Dirname(const std::string& path) {
   return path.substr(0, slash);
 }
 
-absl::Status PrepareDirectory(const std::string& dir) {
-  if (mkdir(dir.c_str(), kDirectoryMode) != 0 && errno != EEXIST) {
+absl::Status PrepareDirectory(const std::string& dir, mode_t mode) {
+  if (mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "socket_dir_failed: cannot create socket directory %s: %s. Fix: "
         "create its parent or pass --socket in a writable directory.",
@@ -52,12 +50,11 @@ absl::Status PrepareDirectory(const std::string& dir) {
         "in a directory you own.",
         dir, info.st_uid, geteuid()));
   }
-  if ((info.st_mode & 0777) != kDirectoryMode &&
-      chmod(dir.c_str(), kDirectoryMode) != 0) {
+  if ((info.st_mode & 0777) != mode && chmod(dir.c_str(), mode) != 0) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "socket_dir_failed: chmod 0700 %s: %s. Fix: check the directory's "
+        "socket_dir_failed: chmod %o %s: %s. Fix: check the directory's "
         "ownership.",
-        dir, Errno(errno)));
+        mode, dir, Errno(errno)));
   }
   return absl::OkStatus();
 }
@@ -89,7 +86,7 @@ std::string ReadHolderPid(int fd) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SocketGuard>> SocketGuard::Claim(
-    const std::string& socket_path) {
+    const std::string& socket_path, unsigned socket_mode) {
   if (socket_path.empty() ||
       socket_path.size() >= sizeof(sockaddr_un{}.sun_path)) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -97,7 +94,9 @@ absl::StatusOr<std::unique_ptr<SocketGuard>> SocketGuard::Claim(
         "must be 1 to %u bytes. Fix: pass a shorter --socket.",
         socket_path, socket_path.size(), sizeof(sockaddr_un{}.sun_path) - 1));
   }
-  if (absl::Status dir = PrepareDirectory(Dirname(socket_path)); !dir.ok()) {
+  const mode_t dir_mode = (socket_mode & 0007) != 0 ? 0711 : 0700;
+  if (absl::Status dir = PrepareDirectory(Dirname(socket_path), dir_mode);
+      !dir.ok()) {
     return dir;
   }
   const std::string lock_path = absl::StrCat(socket_path, ".lock");
@@ -153,16 +152,6 @@ SocketGuard::~SocketGuard() {
   unlink(socket_path_.c_str());
   unlink(lock_path_.c_str());
   close(lock_fd_);  // releases the lock last
-}
-
-absl::Status SocketGuard::RestrictSocketMode() const {
-  if (chmod(socket_path_.c_str(), kSocketMode) != 0) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "socket_mode_failed: chmod 0660 %s: %s. Fix: check the socket "
-        "directory's permissions.",
-        socket_path_, Errno(errno)));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace hrx::daemon

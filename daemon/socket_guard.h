@@ -17,14 +17,13 @@ class SocketGuard {
   // FAILED_PRECONDITION ("socket_in_use") when a live daemon holds the path,
   // or when the directory belongs to another user; INVALID_ARGUMENT for a
   // path too long for a Unix socket.
+  // The directory is 0700, or 0711 when `socket_mode` lets others connect
+  // (they may then reach the socket but not list the directory).
   static absl::StatusOr<std::unique_ptr<SocketGuard>> Claim(
-      const std::string& socket_path);
+      const std::string& socket_path, unsigned socket_mode = 0660);
   ~SocketGuard();
   SocketGuard(const SocketGuard&) = delete;
   SocketGuard& operator=(const SocketGuard&) = delete;
-
-  // Gives the listening socket its final mode (0660).
-  absl::Status RestrictSocketMode() const;
 
   const std::string& socket_path() const { return socket_path_; }
 

@@ -4,7 +4,11 @@
 #include <atomic>
 #include <utility>
 
+#include <unistd.h>
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
+#include "shared/bytes.h"
 #include "daemon/core/session.h"
 #include "shared/status_macros.h"
 
@@ -39,6 +43,16 @@ backend::MemoryKind MemoryKindOf(AllocationKind kind) {
                                          : backend::MemoryKind::kDevice;
 }
 
+// Observers may look, never touch.
+absl::Status RequireWriter(const Session& session, std::string_view what) {
+  if (session.tenant->role() != hrx::v1::ROLE_OBSERVER) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrFormat(
+      "observer_read_only: %s: tenant \"%s\" (%s) has the observer role, "
+      "which may only inspect. Fix: run the client as a uid of a client "
+      "tenant, or change the tenant's role in the config.",
+      what, session.tenant->name(), session.Who()));
+}
+
 std::string SignatureText(const backend::KernelSignature& signature) {
   std::string text = "(";
   for (size_t i = 0; i < signature.args.size(); ++i) {
@@ -60,10 +74,31 @@ Core::Core(std::unique_ptr<backend::Backend> backend,
     : backend_(std::move(backend)),
       authority_(options.authority ? *options.authority
                                    : HandleAuthority::FromKernelRandom()),
+      tenants_(options.tenants != nullptr
+                   ? options.tenants
+                   : std::shared_ptr<TenantRegistry>(
+                         TenantRegistry::BuiltIn(geteuid()))),
       started_(absl::Now()),
-      queues_(*backend_, options.queue_count) {}
+      queues_(*backend_, options.queue_count),
+      watcher_(std::make_unique<ProcessWatcher>([this](pid_t pid) {
+        // The process died without closing its sessions: close them now.
+        std::vector<uint64_t> orphans;
+        {
+          absl::MutexLock lock(&mu_);
+          sessions_.ForEachHandle([&](uint64_t handle,
+                                      const std::shared_ptr<Session>& s) {
+            if (s->identity.pid == pid) orphans.push_back(handle);
+          });
+        }
+        for (uint64_t handle : orphans) {
+          CloseSession(handle, [](absl::StatusOr<CloseSummary>) {});
+        }
+      })) {}
 
-Core::~Core() { Drain(); }
+Core::~Core() {
+  watcher_.reset();
+  Drain();
+}
 
 absl::StatusOr<std::shared_ptr<Session>> Core::FindSession(
     uint64_t session) {
@@ -73,21 +108,47 @@ absl::StatusOr<std::shared_ptr<Session>> Core::FindSession(
   return **found;
 }
 
-absl::StatusOr<uint64_t> Core::OpenSession(const std::string& client_name) {
+absl::StatusOr<uint64_t> Core::OpenSession(const std::string& client_name,
+                                           const PeerIdentity& caller) {
+  std::shared_ptr<Tenant> tenant = tenants_->Resolve(caller);
+  if (tenant == nullptr) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "unknown_certificate: open session: no tenant lists certificate "
+        "subject \"%s\". Fix: add it to a tenant's certificate_subjects.",
+        caller.certificate_subject));
+  }
   if (client_name.size() > kMaxClientNameBytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "client_name_too_long: open session: client name is %u bytes, the "
         "limit is %u. Fix: send a shorter client_name.",
         client_name.size(), kMaxClientNameBytes));
   }
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   if (sessions_.size() >= kMaxSessions) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "too_many_sessions: open session: %u sessions are open, the limit is "
         "%u. Fix: close idle sessions (hrxctl status shows the count).",
         sessions_.size(), kMaxSessions));
   }
-  return sessions_.Insert(std::make_shared<Session>(client_name));
+  const uint64_t handle =
+      sessions_.Insert(std::make_shared<Session>(client_name, caller, tenant));
+  lock.Release();
+  watcher_->Watch(caller.pid);
+  return handle;
+}
+
+absl::Status Core::VerifyCaller(uint64_t session, const PeerIdentity& caller) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
+  const PeerIdentity& opener = owner->identity;
+  if (opener.pid == caller.pid && opener.uid == caller.uid &&
+      opener.certificate_subject == caller.certificate_subject) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrFormat(
+      "session_not_yours: the session was opened by %s; this call comes from "
+      "uid %u, pid %u. Fix: open a session in the calling process; session "
+      "handles are not transferable.",
+      owner->Who(), caller.uid, caller.pid));
 }
 
 void Core::CloseSession(
@@ -112,7 +173,7 @@ void Core::CloseSession(
     // Buffers, kernels, events and pools go with the session; queued
     // commands hold what they use until they run.
     closing->buffers.Clear([](BufferEntry) {});
-    closing->kernels.Clear([](backend::KernelRef) {});
+    closing->kernels.Clear([](KernelEntry) {});
     closing->events.clear();
   }
   if (waits.empty()) return done(summary);
@@ -137,8 +198,100 @@ DeviceInfo Core::device_info() const {
                     properties.memory_bytes, queues_.capacity()};
 }
 
-absl::Status Core::SetQueueCount(uint32_t count) {
+absl::Status Core::SetQueueCount(uint64_t session, uint32_t count) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
+  if (owner->tenant->role() != hrx::v1::ROLE_ADMIN) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "role_required: set queue count: the pool is shared by every tenant, "
+        "and tenant \"%s\" is not an admin. Fix: ask an admin, or start hrxd "
+        "with --queue_count.",
+        owner->tenant->name()));
+  }
   return queues_.SetCapacity(count);
+}
+
+absl::Status Core::RequireRole(const PeerIdentity& caller, hrx::v1::Role role) {
+  std::shared_ptr<Tenant> tenant = tenants_->Resolve(caller);
+  const hrx::v1::Role has =
+      tenant != nullptr ? tenant->role() : hrx::v1::ROLE_CLIENT;
+  const bool allowed = has == hrx::v1::ROLE_ADMIN ||
+                       (role == hrx::v1::ROLE_OBSERVER &&
+                        has == hrx::v1::ROLE_OBSERVER);
+  if (allowed) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrFormat(
+      "role_required: uid %u (tenant \"%s\") has role %s; this needs %s. "
+      "Fix: run it as a uid of a tenant with that role in the config.",
+      caller.uid, tenant != nullptr ? tenant->name() : "none",
+      hrx::v1::Role_Name(has), hrx::v1::Role_Name(role)));
+}
+
+std::vector<TenantUsage> Core::ListTenants() const {
+  std::vector<TenantUsage> list;
+  absl::flat_hash_map<const Tenant*, uint64_t> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    sessions_.ForEach([&](const std::shared_ptr<Session>& s) {
+      ++sessions[s->tenant.get()];
+    });
+  }
+  for (const std::shared_ptr<Tenant>& tenant : tenants_->All()) {
+    TenantUsage usage;
+    usage.name = tenant->name();
+    usage.role = tenant->role();
+    usage.limits = tenant->limits();
+    usage.usage = tenant->usage();
+    usage.sessions = sessions[tenant.get()];
+    list.push_back(std::move(usage));
+  }
+  return list;
+}
+
+std::vector<SessionSummary> Core::ListSessions(const std::string& tenant) const {
+  std::vector<std::pair<uint64_t, std::shared_ptr<Session>>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    sessions_.ForEachHandle(
+        [&](uint64_t handle, const std::shared_ptr<Session>& s) {
+          if (tenant.empty() || s->tenant->name() == tenant) {
+            sessions.emplace_back(handle, s);
+          }
+        });
+  }
+  std::vector<SessionSummary> list;
+  for (auto& [handle, session] : sessions) {
+    SessionSummary summary;
+    summary.id = handle;
+    summary.tenant = session->tenant->name();
+    summary.client_name = session->client_name;
+    summary.uid = session->identity.uid;
+    summary.pid = static_cast<uint32_t>(session->identity.pid);
+    absl::MutexLock lock(&session->mu);
+    summary.buffers = session->buffers.size();
+    summary.streams = session->streams.size();
+    summary.kernels = session->kernels.size();
+    session->buffers.ForEach([&](const BufferEntry& buffer) {
+      summary.buffer_bytes += buffer.memory->size();
+    });
+    list.push_back(std::move(summary));
+  }
+  return list;
+}
+
+absl::Status Core::SetBudget(const std::string& tenant, const Limits& limits) {
+  std::shared_ptr<Tenant> found = tenants_->Find(tenant);
+  if (found == nullptr) {
+    return absl::NotFoundError(absl::StrFormat(
+        "unknown_tenant: set budget: there is no tenant \"%s\". Fix: use a "
+        "name from hrxctl tenants.",
+        tenant));
+  }
+  found->SetLimits(limits);
+  return absl::OkStatus();
+}
+
+void Core::EvictSession(
+    uint64_t session, std::function<void(absl::StatusOr<CloseSummary>)> done) {
+  CloseSession(session, std::move(done));
 }
 
 CoreStatus Core::status() const {
@@ -178,6 +331,19 @@ absl::StatusOr<BufferInfo> Core::Allocate(uint64_t session, uint64_t bytes,
                                           uint64_t stream) {
   bytes = std::max<uint64_t>(bytes, 1);
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
+  HRX_RETURN_IF_ERROR(RequireWriter(*owner, "allocate"));
+  const Resource resource = kind == AllocationKind::kShared
+                                ? Resource::kSharedBytes
+                                : Resource::kDeviceBytes;
+  // The reservation rides on the memory itself (below), so it is released
+  // only when the last holder — the buffer table, a pool, or a queued
+  // command — lets go.
+  HRX_ASSIGN_OR_RETURN(
+      ChargeRef charge,
+      owner->tenant->Reserve(resource, bytes,
+                             absl::StrFormat("allocate %s",
+                                             shared::FormatBytes(bytes)),
+                             owner->Who()));
   uint64_t origin = 0;
   MemoryRef memory;
   {
@@ -208,7 +374,13 @@ absl::StatusOr<BufferInfo> Core::Allocate(uint64_t session, uint64_t bytes,
                                  kind == AllocationKind::kZeroed);
     }
     if (!fresh.ok()) return fresh.status();
-    memory = *std::move(fresh);
+    MemoryRef raw = *std::move(fresh);
+    backend::Memory* address = raw.get();
+    memory = MemoryRef(address, [raw = std::move(raw), charge](
+                                    backend::Memory*) mutable {
+      raw.reset();  // the memory first, then its reservation
+      charge.reset();
+    });
   }
   const uint64_t allocation_id = memory->id();
   absl::MutexLock lock(&owner->mu);
@@ -227,7 +399,10 @@ absl::Status Core::Free(uint64_t session, uint64_t buffer) {
     stream->dispatch_cache.EvictMemory(id);
     stream->transfer_cache.EvictMemory(id);
   });
-  if (entry.memory->kind() == backend::MemoryKind::kDevice) {
+  // Budget-charged memory is never pooled: a tenant with a device budget
+  // gets its bytes back once the last queued use completes.
+  if (entry.memory->kind() == backend::MemoryKind::kDevice &&
+      owner->tenant->Unlimited(Resource::kDeviceBytes)) {
     owner->allocation_pool.Give(std::move(entry.memory));
   }
   return absl::OkStatus();
@@ -237,6 +412,12 @@ absl::StatusOr<KernelInfo> Core::LoadKernel(
     uint64_t session, std::string_view code, const std::string& entry,
     const backend::KernelSignature* declared) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
+  HRX_RETURN_IF_ERROR(RequireWriter(*owner, "load kernel"));
+  HRX_ASSIGN_OR_RETURN(
+      ChargeRef charge,
+      owner->tenant->Reserve(Resource::kKernels, 1,
+                             absl::StrFormat("load kernel %s", entry),
+                             owner->Who()));
   {
     absl::MutexLock lock(&owner->mu);
     if (owner->kernels.size() >= kMaxKernelsPerSession) {
@@ -259,15 +440,17 @@ absl::StatusOr<KernelInfo> Core::LoadKernel(
   }
   absl::MutexLock lock(&owner->mu);
   KernelInfo info{0, entry, kernel->signature()};
-  info.handle = owner->kernels.Insert(std::move(kernel));
+  info.handle =
+      owner->kernels.Insert(KernelEntry{std::move(kernel), std::move(charge)});
   return info;
 }
 
 absl::Status Core::UnloadKernel(uint64_t session, uint64_t kernel) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
   absl::MutexLock lock(&owner->mu);
-  HRX_ASSIGN_OR_RETURN(backend::KernelRef removed,
+  HRX_ASSIGN_OR_RETURN(KernelEntry entry,
                        owner->kernels.Remove(kernel, "unload kernel"));
+  const backend::KernelRef removed = entry.kernel;
   owner->streams.ForEach([&](const std::shared_ptr<StreamEntry>& stream) {
     stream->dispatch_cache.EvictIf([&](const backend::DispatchRef& dispatch) {
       return dispatch->kernel == removed;
@@ -279,10 +462,17 @@ absl::Status Core::UnloadKernel(uint64_t session, uint64_t kernel) {
 absl::StatusOr<StreamInfo> Core::CreateStream(uint64_t session) {
   static std::atomic<uint64_t> next_stream_id{1};
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
+  HRX_RETURN_IF_ERROR(RequireWriter(*owner, "create stream"));
+  HRX_ASSIGN_OR_RETURN(
+      ChargeRef charge,
+      owner->tenant->Reserve(Resource::kStreams, 1, "create stream",
+                             owner->Who()));
   HRX_ASSIGN_OR_RETURN(QueueAssignment assignment, queues_.Assign());
+  auto entry = std::make_shared<StreamEntry>(
+      next_stream_id.fetch_add(1), assignment.index, assignment.queue);
+  entry->charge = std::move(charge);
   absl::MutexLock lock(&owner->mu);
-  const uint64_t handle = owner->streams.Insert(std::make_shared<StreamEntry>(
-      next_stream_id.fetch_add(1), assignment.index, assignment.queue));
+  const uint64_t handle = owner->streams.Insert(std::move(entry));
   return StreamInfo{handle, assignment.index};
 }
 

@@ -31,6 +31,9 @@
 #include "daemon/backend/backend.h"
 #include "daemon/core/handle_authority.h"
 #include "daemon/core/handle_table.h"
+#include "daemon/core/identity.h"
+#include "daemon/core/process_watcher.h"
+#include "daemon/core/tenants.h"
 #include "daemon/core/queue_pool.h"
 #include "daemon/core/types.h"
 
@@ -38,6 +41,8 @@ namespace hrx::daemon {
 
 struct CoreOptions {
   uint32_t queue_count = kDefaultQueueCount;
+  // Who may do what; the built-in registry when null.
+  std::shared_ptr<TenantRegistry> tenants;
   // Tests inject a fixed authority; the daemon draws one from getrandom.
   std::optional<HandleAuthority> authority;
 };
@@ -55,9 +60,15 @@ class Core {
   Core& operator=(const Core&) = delete;
 
   // --- Sessions ---------------------------------------------------------
+  // Opens a session for `caller`, whose tenant its config decides.
   // RESOURCE_EXHAUSTED past kMaxSessions; INVALID_ARGUMENT for a client name
-  // longer than kMaxClientNameBytes.
-  absl::StatusOr<uint64_t> OpenSession(const std::string& client_name);
+  // longer than kMaxClientNameBytes; PERMISSION_DENIED for a remote caller
+  // no tenant lists. The session closes by itself when its process dies.
+  absl::StatusOr<uint64_t> OpenSession(const std::string& client_name,
+                                       const PeerIdentity& caller);
+  // OK when `caller` is the process that opened `session`: PERMISSION_DENIED
+  // "session_not_yours" otherwise, so a leaked session handle is useless.
+  absl::Status VerifyCaller(uint64_t session, const PeerIdentity& caller);
   // Frees the session's handles at once; `done` runs once the session's
   // queued work has completed.
   void CloseSession(uint64_t session,
@@ -69,8 +80,19 @@ class Core {
   // --- Device -----------------------------------------------------------
   DeviceInfo device_info() const;
   CoreStatus status() const;
-  // See QueuePool::SetCapacity.
-  absl::Status SetQueueCount(uint32_t count);
+  // See QueuePool::SetCapacity. Admins only.
+  absl::Status SetQueueCount(uint64_t session, uint32_t count);
+
+  // --- Administration (callers by identity, not session) ------------------
+  // PERMISSION_DENIED "role_required" unless `caller`'s tenant has at least
+  // `role` (observer < admin; clients may not inspect other tenants).
+  absl::Status RequireRole(const PeerIdentity& caller, hrx::v1::Role role);
+  std::vector<TenantUsage> ListTenants() const;
+  std::vector<SessionSummary> ListSessions(const std::string& tenant) const;
+  absl::Status SetBudget(const std::string& tenant, const Limits& limits);
+  // Closes a session as if its client had: drains, then frees everything.
+  void EvictSession(uint64_t session,
+                    std::function<void(absl::StatusOr<CloseSummary>)> done);
 
   // --- Buffers ----------------------------------------------------------
   // A zero-byte request is rounded up to one byte. `stream` (0: none) is the
@@ -132,12 +154,16 @@ class Core {
   // Constant after construction.
   const std::unique_ptr<backend::Backend> backend_;
   const HandleAuthority authority_;
+  const std::shared_ptr<TenantRegistry> tenants_;
   const absl::Time started_;
   QueuePool queues_;  // internally synchronized
 
   mutable absl::Mutex mu_;
   HandleTable<std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_){
       shared::HandleKind::kSession};
+
+  // Last: its thread calls back into Core until it is destroyed, first.
+  std::unique_ptr<ProcessWatcher> watcher_;
 };
 
 }  // namespace hrx::daemon

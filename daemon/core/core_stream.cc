@@ -222,16 +222,17 @@ class Planner {
       return absl::OkStatus();
     }
     const std::string label = Label(i, count_, "dispatch", "");
-    HRX_ASSIGN_OR_RETURN(backend::KernelRef * kernel,
+    HRX_ASSIGN_OR_RETURN(KernelEntry * entry,
                          session_.kernels.Find(dispatch.kernel, label));
-    const backend::KernelSignature& signature = (*kernel)->signature();
+    const backend::KernelRef& kernel = entry->kernel;
+    const backend::KernelSignature& signature = kernel->signature();
     HRX_RETURN_IF_ERROR(shared::CheckLaunchShape(label, dispatch.grid, dispatch.block,
                                          signature.workgroup_size));
     HRX_RETURN_IF_ERROR(shared::CheckArguments(label, signature,
                                        dispatch.constants.size(),
                                        dispatch.bindings.size()));
     auto args = std::make_shared<backend::DispatchArgs>();
-    args->kernel = *kernel;
+    args->kernel = kernel;
     args->grid = dispatch.grid;
     args->block = dispatch.block;
     args->constants = dispatch.constants;
@@ -283,6 +284,19 @@ absl::StatusOr<size_t> Core::Submit(uint64_t session, uint64_t stream,
   }
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
   Session& s = *owner;
+  if (s.tenant->role() == hrx::v1::ROLE_OBSERVER) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "observer_read_only: submit: tenant \"%s\" (%s) has the observer "
+        "role, which may only inspect. Fix: run the client as a uid of a "
+        "client tenant.",
+        s.tenant->name(), s.Who()));
+  }
+  // Commands in flight are charged until the batch's last fence completes.
+  HRX_ASSIGN_OR_RETURN(
+      ChargeRef inflight,
+      s.tenant->Reserve(Resource::kInflightCommands, commands.size(),
+                        absl::StrFormat("submit %u commands", commands.size()),
+                        s.Who()));
   s.mu.Lock();
   auto found = s.streams.Find(stream, "submit stream");
   if (!found.ok()) {
@@ -377,7 +391,9 @@ absl::StatusOr<size_t> Core::Submit(uint64_t session, uint64_t stream,
     return enqueued;
   }
   s.commands_submitted += commands.size();
+  const Fence last = target->published;
   s.mu.Unlock();
+  queue.OnComplete(last, [inflight = std::move(inflight)](absl::Status) {});
   return commands.size();
 }
 

@@ -1,5 +1,7 @@
 #include "daemon/core/core.h"
 
+#include <unistd.h>
+
 #include <limits>
 #include <string>
 
@@ -19,13 +21,15 @@ using ::testing::HasSubstr;
 
 constexpr uint64_t kDeviceBytes = 64 << 20;
 
+PeerIdentity Me() { return PeerIdentity{getuid(), getgid(), getpid(), ""}; }
+
 class CoreTest : public ::testing::Test {
  protected:
   CoreTest()
       : core_(std::make_unique<backend::CpuBackend>(
                   backend::CpuBackendOptions{.memory_bytes = kDeviceBytes}),
               CoreOptions{}) {
-    session_ = *core_.OpenSession("test");
+    session_ = *core_.OpenSession("test", Me());
     stream_ = core_.CreateStream(session_)->handle;
   }
 
@@ -191,9 +195,9 @@ TEST_F(CoreTest, DeviceMemoryLimitIsInclusive) {
 
 TEST_F(CoreTest, SessionLimitIsInclusive) {
   for (uint64_t i = 1; i < kMaxSessions; ++i) {
-    ASSERT_THAT(core_.OpenSession("more").status(), IsOk()) << i;
+    ASSERT_THAT(core_.OpenSession("more", Me()).status(), IsOk()) << i;
   }
-  EXPECT_THAT(core_.OpenSession("one too many"),
+  EXPECT_THAT(core_.OpenSession("one too many", Me()),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        HasSubstr("too_many_sessions")));
 }

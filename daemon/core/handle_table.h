@@ -82,6 +82,17 @@ class HandleTable {
     }
   }
 
+  // Visits each live object with its wire handle.
+  template <typename Visit>
+  void ForEachHandle(Visit visit) const {
+    for (uint32_t slot = 0; slot < slots_.size(); ++slot) {
+      if (slots_[slot].value) {
+        visit(shared::Handle{kind_, slot, slots_[slot].generation}.Encode(),
+              *slots_[slot].value);
+      }
+    }
+  }
+
   size_t size() const { return live_; }
 
  private:

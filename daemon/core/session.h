@@ -14,6 +14,8 @@
 #include "daemon/backend/backend.h"
 #include "daemon/core/command_cache.h"
 #include "daemon/core/handle_table.h"
+#include "daemon/core/identity.h"
+#include "daemon/core/tenants.h"
 #include "daemon/core/pools.h"
 #include "daemon/core/types.h"
 
@@ -39,6 +41,7 @@ struct StreamEntry {
       : id(id), queue_index(queue_index), queue(queue) {}
 
   const uint64_t id;  // unique for the daemon's run
+  ChargeRef charge;   // the tenant's stream budget, held while it exists
   const uint32_t queue_index;
   backend::Queue* const queue;  // owned by the queue pool
 
@@ -58,25 +61,46 @@ struct EventEntry {
   backend::Fence fence = 0;
 };
 
+struct KernelEntry {
+  backend::KernelRef kernel;
+  ChargeRef charge;  // the tenant's kernel budget
+};
+
 class Session {
  public:
-  explicit Session(std::string client_name)
-      : client_name(std::move(client_name)) {}
+  Session(std::string client_name, PeerIdentity identity,
+          std::shared_ptr<Tenant> tenant)
+      : client_name(std::move(client_name)),
+        identity(std::move(identity)),
+        tenant(std::move(tenant)) {}
+
+  // "uid 1000, pid 4242" (or the certificate subject), for messages.
+  std::string Who() const;
 
   const std::string client_name;
+  const PeerIdentity identity;  // who opened it; every call must match
+  const std::shared_ptr<Tenant> tenant;
 
   absl::Mutex mu;
   HandleTable<BufferEntry> buffers ABSL_GUARDED_BY(mu){
       shared::HandleKind::kBuffer};
   HandleTable<std::shared_ptr<StreamEntry>> streams ABSL_GUARDED_BY(mu){
       shared::HandleKind::kStream};
-  HandleTable<backend::KernelRef> kernels ABSL_GUARDED_BY(mu){
+  HandleTable<KernelEntry> kernels ABSL_GUARDED_BY(mu){
       shared::HandleKind::kKernel};
   absl::flat_hash_map<uint64_t, EventEntry> events ABSL_GUARDED_BY(mu);
   AllocationPool allocation_pool ABSL_GUARDED_BY(mu);
   StagingPool staging_pool ABSL_GUARDED_BY(mu);
   uint64_t commands_submitted ABSL_GUARDED_BY(mu) = 0;
 };
+
+inline std::string Session::Who() const {
+  if (identity.pid == 0 && !identity.certificate_subject.empty()) {
+    return "certificate \"" + identity.certificate_subject + "\"";
+  }
+  return "uid " + std::to_string(identity.uid) + ", pid " +
+         std::to_string(identity.pid);
+}
 
 }  // namespace hrx::daemon
 

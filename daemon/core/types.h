@@ -4,6 +4,7 @@
 #define HRX_DAEMON_CORE_TYPES_H_
 
 #include <array>
+#include <optional>
 #include <cstdint>
 #include <string>
 #include <variant>
@@ -12,6 +13,7 @@
 #include "daemon/backend/backend.h"
 #include "daemon/core/command_cache.h"
 #include "daemon/core/pools.h"
+#include "hrx/v1/config.pb.h"
 
 namespace hrx::daemon {
 
@@ -121,6 +123,26 @@ struct DeviceInfo {
   std::string target;
   uint64_t memory_bytes = 0;
   uint32_t queue_count = 0;
+};
+
+struct TenantUsage {
+  std::string name;
+  hrx::v1::Role role = hrx::v1::ROLE_CLIENT;
+  std::array<std::optional<uint64_t>, 6> limits;
+  std::array<uint64_t, 6> usage = {};
+  uint64_t sessions = 0;
+};
+
+struct SessionSummary {
+  uint64_t id = 0;
+  std::string tenant;
+  std::string client_name;
+  uint32_t uid = 0;
+  uint32_t pid = 0;
+  uint64_t buffers = 0;
+  uint64_t streams = 0;
+  uint64_t kernels = 0;
+  uint64_t buffer_bytes = 0;
 };
 
 struct CoreStatus {

@@ -9,8 +9,21 @@
 
 namespace hrx::daemon {
 
+absl::StatusOr<PeerIdentity> Identify(const grpc::ServerContextBase& context,
+                                      const PeerRegistry& peers) {
+  std::optional<PeerIdentity> identity = peers.Lookup(context.peer());
+  if (!identity) {
+    return absl::UnauthenticatedError(absl::StrFormat(
+        "unidentified_caller: the daemon cannot tell who is calling over %s. "
+        "Fix: connect through hrxd's Unix socket.",
+        context.peer()));
+  }
+  return *identity;
+}
+
 absl::StatusOr<Caller> DecodeCaller(const grpc::ServerContextBase& context,
-                                    const HandleAuthority& authority) {
+                                    Core& core, const PeerRegistry& peers) {
+  const HandleAuthority& authority = core.handles();
   const auto& metadata = context.client_metadata();
   auto it = metadata.find(shared::kSessionMetadataKey);
   if (it == metadata.end()) {
@@ -31,6 +44,11 @@ absl::StatusOr<Caller> DecodeCaller(const grpc::ServerContextBase& context,
   }
   auto session = authority.OpenSession(handle);
   if (!session.ok()) return session.status();
+  auto identity = Identify(context, peers);
+  if (!identity.ok()) return identity.status();
+  if (absl::Status mine = core.VerifyCaller(*session, *identity); !mine.ok()) {
+    return mine;
+  }
   return Caller(authority, *session);
 }
 

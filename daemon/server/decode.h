@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/core/core.h"
 #include "daemon/core/handle_authority.h"
+#include "daemon/server/peer_registry.h"
 #include "daemon/core/types.h"
 #include "grpcpp/server_context.h"
 #include "daemon/backend/backend.h"
@@ -55,10 +57,18 @@ class Caller {
   uint64_t session_;
 };
 
-// The session named by the call's "hrx-session" metadata. UNAUTHENTICATED
-// when it is absent or malformed; otherwise as HandleAuthority::OpenSession.
+// Who is calling, from the connection's kernel-reported credentials.
+// UNAUTHENTICATED "unidentified_caller" when the connection is not one the
+// daemon accepted itself.
+absl::StatusOr<PeerIdentity> Identify(const grpc::ServerContextBase& context,
+                                      const PeerRegistry& peers);
+
+// The session named by the call's "hrx-session" metadata, checked to belong
+// to the calling process. UNAUTHENTICATED when the metadata is absent or
+// malformed; otherwise as HandleAuthority::OpenSession and
+// Core::VerifyCaller.
 absl::StatusOr<Caller> DecodeCaller(const grpc::ServerContextBase& context,
-                                    const HandleAuthority& authority);
+                                    Core& core, const PeerRegistry& peers);
 
 shared::WireHandle ToWire(const hrx::v1::Handle& handle);
 void FromWire(const shared::WireHandle& wire, hrx::v1::Handle* out);

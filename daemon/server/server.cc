@@ -12,13 +12,15 @@ namespace hrx::daemon {
 class Services {
  public:
   explicit Services(Core& core)
-      : sessions(core),
-        devices(core),
-        buffers(core),
-        streams(core),
-        kernels(core),
-        events(core),
-        status(core) {}
+      : sessions(core, peers),
+        devices(core, peers),
+        buffers(core, peers),
+        streams(core, peers),
+        kernels(core, peers),
+        events(core, peers),
+        status(core, peers),
+        admin(core, peers) {}
+  PeerRegistry peers;  // first: the services below refer to it
   SessionsService sessions;
   DevicesService devices;
   BuffersService buffers;
@@ -26,16 +28,15 @@ class Services {
   KernelsService kernels;
   EventsService events;
   DaemonStatusService status;
+  AdminService admin;
 };
 
 absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
-    Core& core, const std::string& socket_path) {
+    Core& core, const std::string& socket_path, unsigned socket_mode) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   auto services = std::make_unique<Services>(core);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat("unix:", socket_path),
-                           grpc::InsecureServerCredentials());
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
   builder.RegisterService(&services->sessions);
   builder.RegisterService(&services->devices);
@@ -44,26 +45,34 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
   builder.RegisterService(&services->kernels);
   builder.RegisterService(&services->events);
   builder.RegisterService(&services->status);
+  builder.RegisterService(&services->admin);
+  // No listening port: LocalListener accepts connections itself, to read
+  // each caller's credentials, and hands them to this server.
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
-    return absl::UnavailableError(absl::StrFormat(
-        "listen_failed: gRPC could not listen on unix:%s. Fix: check that the "
-        "directory exists and is writable, and that the path is shorter than "
-        "108 bytes.",
-        socket_path));
+    return absl::UnavailableError(
+        "server_failed: gRPC could not start the server. Fix: check the "
+        "daemon's log.");
   }
-  return std::unique_ptr<DaemonServer>(
-      new DaemonServer(std::move(services), std::move(server)));
+  auto listener =
+      LocalListener::Start(socket_path, socket_mode, *server, services->peers);
+  if (!listener.ok()) return listener.status();
+  return std::unique_ptr<DaemonServer>(new DaemonServer(
+      std::move(services), std::move(server), *std::move(listener)));
 }
 
 DaemonServer::DaemonServer(std::unique_ptr<Services> services,
-                           std::unique_ptr<grpc::Server> server)
-    : services_(std::move(services)), server_(std::move(server)) {}
+                           std::unique_ptr<grpc::Server> server,
+                           std::unique_ptr<LocalListener> listener)
+    : services_(std::move(services)),
+      server_(std::move(server)),
+      listener_(std::move(listener)) {}
 
 DaemonServer::~DaemonServer() { Shutdown(absl::ZeroDuration()); }
 
 void DaemonServer::Shutdown(absl::Duration grace) {
   if (server_ == nullptr) return;
+  listener_.reset();  // no new connections
   if (auto* health = server_->GetHealthCheckService()) {
     health->Shutdown();  // health checks report NOT_SERVING from here on
   }

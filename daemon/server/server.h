@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/core/core.h"
+#include "daemon/server/local_listener.h"
 #include "grpcpp/server.h"
 
 namespace hrx::daemon {
@@ -21,9 +22,10 @@ class Services;
 
 class DaemonServer {
  public:
-  // Listens on the Unix socket at `socket_path` (which must not exist).
+  // Listens on the Unix socket at `socket_path` (which must not exist),
+  // created with `socket_mode`.
   static absl::StatusOr<std::unique_ptr<DaemonServer>> Start(
-      Core& core, const std::string& socket_path);
+      Core& core, const std::string& socket_path, unsigned socket_mode);
   ~DaemonServer();
 
   // Stops accepting calls and waits up to `grace` for calls in progress
@@ -32,10 +34,12 @@ class DaemonServer {
 
  private:
   DaemonServer(std::unique_ptr<Services> services,
-               std::unique_ptr<grpc::Server> server);
+               std::unique_ptr<grpc::Server> server,
+               std::unique_ptr<LocalListener> listener);
 
   std::unique_ptr<Services> services_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<LocalListener> listener_;
 };
 
 }  // namespace hrx::daemon

@@ -58,7 +58,9 @@ grpc::ServerUnaryReactor* SessionsService::OpenSession(
     grpc::CallbackServerContext* context,
     const hrx::v1::OpenSessionRequest* request,
     hrx::v1::OpenSessionResponse* response) {
-  auto session = core_.OpenSession(request->client_name());
+  auto identity = Identify(*context, peers_);
+  if (!identity.ok()) return Finish(context, identity.status());
+  auto session = core_.OpenSession(request->client_name(), *identity);
   if (session.ok()) {
     FromWire(core_.handles().SealSession(*session), response->mutable_session());
   }
@@ -69,7 +71,7 @@ grpc::ServerUnaryReactor* SessionsService::CloseSession(
     grpc::CallbackServerContext* context,
     const hrx::v1::CloseSessionRequest* request,
     hrx::v1::CloseSessionResponse* response) {
-  auto caller = DecodeCaller(*context, core_.handles());
+  auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(context, caller.status());
   const uint64_t session = caller->session();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -96,17 +98,16 @@ grpc::ServerUnaryReactor* DevicesService::SetQueueCount(
     grpc::CallbackServerContext* context,
     const hrx::v1::SetQueueCountRequest* request,
     hrx::v1::SetQueueCountResponse* response) {
-  // Any session may size the pool (roles and budgets come with tenancy).
-  auto caller = DecodeCaller(*context, core_.handles());
+  auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(context, caller.status());
-  return Finish(context, core_.SetQueueCount(request->count()));
+  return Finish(context, core_.SetQueueCount(caller->session(), request->count()));
 }
 
 grpc::ServerUnaryReactor* KernelsService::LoadKernel(
     grpc::CallbackServerContext* context,
     const hrx::v1::LoadKernelRequest* request,
     hrx::v1::LoadKernelResponse* response) {
-  auto caller = DecodeCaller(*context, core_.handles());
+  auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(context, caller.status());
   const uint64_t session = caller->session();
   std::optional<backend::KernelSignature> declared;
@@ -128,7 +129,7 @@ grpc::ServerUnaryReactor* KernelsService::UnloadKernel(
     grpc::CallbackServerContext* context,
     const hrx::v1::UnloadKernelRequest* request,
     hrx::v1::UnloadKernelResponse* response) {
-  auto caller = DecodeCaller(*context, core_.handles());
+  auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(context, caller.status());
   const uint64_t session = caller->session();
   auto kernel = caller->Object(request->kernel(), shared::HandleKind::kKernel,
@@ -140,7 +141,7 @@ grpc::ServerUnaryReactor* KernelsService::UnloadKernel(
 grpc::ServerUnaryReactor* EventsService::QueryEvent(
     grpc::CallbackServerContext* context, const hrx::v1::EventRequest* request,
     hrx::v1::QueryEventResponse* response) {
-  auto caller = DecodeCaller(*context, core_.handles());
+  auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(context, caller.status());
   const uint64_t session = caller->session();
   auto complete = core_.QueryEvent(session, request->event());
@@ -151,7 +152,7 @@ grpc::ServerUnaryReactor* EventsService::QueryEvent(
 grpc::ServerUnaryReactor* EventsService::SynchronizeEvent(
     grpc::CallbackServerContext* context, const hrx::v1::EventRequest* request,
     hrx::v1::SynchronizeEventResponse* response) {
-  auto caller = DecodeCaller(*context, core_.handles());
+  auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(context, caller.status());
   const uint64_t session = caller->session();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -162,7 +163,7 @@ grpc::ServerUnaryReactor* EventsService::SynchronizeEvent(
 grpc::ServerUnaryReactor* EventsService::ReleaseEvent(
     grpc::CallbackServerContext* context, const hrx::v1::EventRequest* request,
     hrx::v1::ReleaseEventResponse* response) {
-  auto caller = DecodeCaller(*context, core_.handles());
+  auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(context, caller.status());
   const uint64_t session = caller->session();
   return Finish(context, core_.ReleaseEvent(session, request->event()));
@@ -172,7 +173,7 @@ grpc::ServerUnaryReactor* BuffersService::Allocate(
     grpc::CallbackServerContext* context,
     const hrx::v1::AllocateRequest* request,
     hrx::v1::AllocateResponse* response) {
-  auto caller = DecodeCaller(*context, core_.handles());
+  auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(context, caller.status());
   const uint64_t session = caller->session();
   const AllocationKind kind =
@@ -197,7 +198,7 @@ grpc::ServerUnaryReactor* BuffersService::Allocate(
 grpc::ServerUnaryReactor* BuffersService::Free(
     grpc::CallbackServerContext* context, const hrx::v1::FreeRequest* request,
     hrx::v1::FreeResponse* response) {
-  auto caller = DecodeCaller(*context, core_.handles());
+  auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(context, caller.status());
   const uint64_t session = caller->session();
   auto buffer = caller->Object(request->buffer(), shared::HandleKind::kBuffer,
@@ -210,7 +211,7 @@ grpc::ServerUnaryReactor* StreamsService::CreateStream(
     grpc::CallbackServerContext* context,
     const hrx::v1::CreateStreamRequest* request,
     hrx::v1::CreateStreamResponse* response) {
-  auto caller = DecodeCaller(*context, core_.handles());
+  auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(context, caller.status());
   const uint64_t session = caller->session();
   auto stream = core_.CreateStream(session);
@@ -225,7 +226,7 @@ grpc::ServerUnaryReactor* StreamsService::DestroyStream(
     grpc::CallbackServerContext* context,
     const hrx::v1::DestroyStreamRequest* request,
     hrx::v1::DestroyStreamResponse* response) {
-  auto caller = DecodeCaller(*context, core_.handles());
+  auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(context, caller.status());
   const uint64_t session = caller->session();
   auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
@@ -239,7 +240,7 @@ grpc::ServerUnaryReactor* StreamsService::DestroyStream(
 grpc::ServerUnaryReactor* StreamsService::Submit(
     grpc::CallbackServerContext* context, const hrx::v1::SubmitRequest* request,
     hrx::v1::SubmitResponse* response) {
-  auto caller = DecodeCaller(*context, core_.handles());
+  auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(context, caller.status());
   const uint64_t session = caller->session();
   auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
@@ -256,7 +257,7 @@ grpc::ServerUnaryReactor* StreamsService::Synchronize(
     grpc::CallbackServerContext* context,
     const hrx::v1::SynchronizeRequest* request,
     hrx::v1::SynchronizeResponse* response) {
-  auto caller = DecodeCaller(*context, core_.handles());
+  auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(context, caller.status());
   const uint64_t session = caller->session();
   auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
@@ -270,7 +271,7 @@ grpc::ServerUnaryReactor* StreamsService::Synchronize(
 grpc::ServerUnaryReactor* StreamsService::Read(
     grpc::CallbackServerContext* context, const hrx::v1::ReadRequest* request,
     hrx::v1::ReadResponse* response) {
-  auto caller = DecodeCaller(*context, core_.handles());
+  auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(context, caller.status());
   const uint64_t session = caller->session();
   auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
@@ -287,13 +288,13 @@ grpc::ServerUnaryReactor* StreamsService::Read(
 
 grpc::ServerBidiReactor<hrx::v1::StreamRequest, hrx::v1::StreamReply>*
 StreamsService::Open(grpc::CallbackServerContext* context) {
-  return new StreamReactor(core_, DecodeCaller(*context, core_.handles()));
+  return new StreamReactor(core_, DecodeCaller(*context, core_, peers_));
 }
 
 grpc::ServerUnaryReactor* StreamsService::Poll(
     grpc::CallbackServerContext* context, const hrx::v1::PollRequest* request,
     hrx::v1::PollResponse* response) {
-  auto caller = DecodeCaller(*context, core_.handles());
+  auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(context, caller.status());
   const uint64_t session = caller->session();
   auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
@@ -308,7 +309,7 @@ grpc::ServerUnaryReactor* StreamsService::GetStreamStats(
     grpc::CallbackServerContext* context,
     const hrx::v1::StreamStatsRequest* request,
     hrx::v1::StreamStatsResponse* response) {
-  auto caller = DecodeCaller(*context, core_.handles());
+  auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(context, caller.status());
   const uint64_t session = caller->session();
   auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
@@ -356,6 +357,98 @@ grpc::ServerUnaryReactor* DaemonStatusService::GetStatus(
   EncodeCounters(status.staging_pool, response->mutable_staging_pool());
   EncodeCounters(status.upload_staging, response->mutable_upload_staging());
   return Finish(context, absl::OkStatus());
+}
+
+}  // namespace hrx::daemon
+
+namespace hrx::daemon {
+
+grpc::ServerUnaryReactor* AdminService::ListTenants(
+    grpc::CallbackServerContext* context,
+    const hrx::v1::ListTenantsRequest* request,
+    hrx::v1::ListTenantsResponse* response) {
+  auto identity = Identify(*context, peers_);
+  if (!identity.ok()) return Finish(context, identity.status());
+  if (absl::Status allowed = core_.RequireRole(*identity, hrx::v1::ROLE_OBSERVER);
+      !allowed.ok()) {
+    return Finish(context, allowed);
+  }
+  for (const TenantUsage& tenant : core_.ListTenants()) {
+    hrx::v1::TenantInfo* info = response->add_tenants();
+    info->set_name(tenant.name);
+    info->set_role(tenant.role);
+    *info->mutable_budget() = BudgetFromLimits(tenant.limits);
+    hrx::v1::Usage* usage = info->mutable_usage();
+    usage->set_device_bytes(tenant.usage[0]);
+    usage->set_shared_bytes(tenant.usage[1]);
+    usage->set_streams(tenant.usage[2]);
+    usage->set_kernels(tenant.usage[3]);
+    usage->set_graphs(tenant.usage[4]);
+    usage->set_inflight_commands(tenant.usage[5]);
+    info->set_sessions(tenant.sessions);
+  }
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* AdminService::ListSessions(
+    grpc::CallbackServerContext* context,
+    const hrx::v1::ListSessionsRequest* request,
+    hrx::v1::ListSessionsResponse* response) {
+  auto identity = Identify(*context, peers_);
+  if (!identity.ok()) return Finish(context, identity.status());
+  if (absl::Status allowed = core_.RequireRole(*identity, hrx::v1::ROLE_OBSERVER);
+      !allowed.ok()) {
+    return Finish(context, allowed);
+  }
+  for (const SessionSummary& session : core_.ListSessions(request->tenant())) {
+    hrx::v1::SessionInfo* info = response->add_sessions();
+    info->set_id(session.id);
+    info->set_tenant(session.tenant);
+    info->set_client_name(session.client_name);
+    info->set_uid(session.uid);
+    info->set_pid(session.pid);
+    info->set_buffers(session.buffers);
+    info->set_streams(session.streams);
+    info->set_kernels(session.kernels);
+    info->set_buffer_bytes(session.buffer_bytes);
+  }
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* AdminService::SetBudget(
+    grpc::CallbackServerContext* context,
+    const hrx::v1::SetBudgetRequest* request,
+    hrx::v1::SetBudgetResponse* response) {
+  auto identity = Identify(*context, peers_);
+  if (!identity.ok()) return Finish(context, identity.status());
+  if (absl::Status allowed = core_.RequireRole(*identity, hrx::v1::ROLE_ADMIN);
+      !allowed.ok()) {
+    return Finish(context, allowed);
+  }
+  return Finish(context, core_.SetBudget(request->tenant(),
+                                         LimitsFromBudget(request->budget())));
+}
+
+grpc::ServerUnaryReactor* AdminService::EvictSession(
+    grpc::CallbackServerContext* context,
+    const hrx::v1::EvictSessionRequest* request,
+    hrx::v1::EvictSessionResponse* response) {
+  auto identity = Identify(*context, peers_);
+  if (!identity.ok()) return Finish(context, identity.status());
+  if (absl::Status allowed = core_.RequireRole(*identity, hrx::v1::ROLE_ADMIN);
+      !allowed.ok()) {
+    return Finish(context, allowed);
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  core_.EvictSession(request->id(), [reactor, response](
+                                        absl::StatusOr<CloseSummary> summary) {
+    if (summary.ok()) {
+      response->set_freed_buffers(summary->freed_buffers);
+      response->set_freed_streams(summary->freed_streams);
+    }
+    reactor->Finish(ToGrpcStatus(summary.status()));
+  });
+  return reactor;
 }
 
 }  // namespace hrx::daemon

@@ -6,6 +6,8 @@
 #define HRX_DAEMON_SERVER_SERVICES_H_
 
 #include "daemon/core/core.h"
+#include "daemon/server/peer_registry.h"
+#include "hrx/v1/admin.grpc.pb.h"
 #include "hrx/v1/buffer.grpc.pb.h"
 #include "hrx/v1/device.grpc.pb.h"
 #include "hrx/v1/event.grpc.pb.h"
@@ -18,7 +20,8 @@ namespace hrx::daemon {
 
 class SessionsService final : public hrx::v1::Sessions::CallbackService {
  public:
-  explicit SessionsService(Core& core) : core_(core) {}
+  SessionsService(Core& core, const PeerRegistry& peers)
+      : core_(core), peers_(peers) {}
   grpc::ServerUnaryReactor* OpenSession(
       grpc::CallbackServerContext* context,
       const hrx::v1::OpenSessionRequest* request,
@@ -30,11 +33,13 @@ class SessionsService final : public hrx::v1::Sessions::CallbackService {
 
  private:
   Core& core_;
+  const PeerRegistry& peers_;
 };
 
 class DevicesService final : public hrx::v1::Devices::CallbackService {
  public:
-  explicit DevicesService(Core& core) : core_(core) {}
+  DevicesService(Core& core, const PeerRegistry& peers)
+      : core_(core), peers_(peers) {}
   grpc::ServerUnaryReactor* GetDeviceInfo(
       grpc::CallbackServerContext* context,
       const hrx::v1::GetDeviceInfoRequest* request,
@@ -46,11 +51,13 @@ class DevicesService final : public hrx::v1::Devices::CallbackService {
 
  private:
   Core& core_;
+  const PeerRegistry& peers_;
 };
 
 class KernelsService final : public hrx::v1::Kernels::CallbackService {
  public:
-  explicit KernelsService(Core& core) : core_(core) {}
+  KernelsService(Core& core, const PeerRegistry& peers)
+      : core_(core), peers_(peers) {}
   grpc::ServerUnaryReactor* LoadKernel(
       grpc::CallbackServerContext* context,
       const hrx::v1::LoadKernelRequest* request,
@@ -62,11 +69,13 @@ class KernelsService final : public hrx::v1::Kernels::CallbackService {
 
  private:
   Core& core_;
+  const PeerRegistry& peers_;
 };
 
 class EventsService final : public hrx::v1::Events::CallbackService {
  public:
-  explicit EventsService(Core& core) : core_(core) {}
+  EventsService(Core& core, const PeerRegistry& peers)
+      : core_(core), peers_(peers) {}
   grpc::ServerUnaryReactor* QueryEvent(
       grpc::CallbackServerContext* context,
       const hrx::v1::EventRequest* request,
@@ -82,11 +91,13 @@ class EventsService final : public hrx::v1::Events::CallbackService {
 
  private:
   Core& core_;
+  const PeerRegistry& peers_;
 };
 
 class BuffersService final : public hrx::v1::Buffers::CallbackService {
  public:
-  explicit BuffersService(Core& core) : core_(core) {}
+  BuffersService(Core& core, const PeerRegistry& peers)
+      : core_(core), peers_(peers) {}
   grpc::ServerUnaryReactor* Allocate(
       grpc::CallbackServerContext* context,
       const hrx::v1::AllocateRequest* request,
@@ -97,11 +108,13 @@ class BuffersService final : public hrx::v1::Buffers::CallbackService {
 
  private:
   Core& core_;
+  const PeerRegistry& peers_;
 };
 
 class StreamsService final : public hrx::v1::Streams::CallbackService {
  public:
-  explicit StreamsService(Core& core) : core_(core) {}
+  StreamsService(Core& core, const PeerRegistry& peers)
+      : core_(core), peers_(peers) {}
   grpc::ServerBidiReactor<hrx::v1::StreamRequest, hrx::v1::StreamReply>* Open(
       grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* Poll(grpc::CallbackServerContext* context,
@@ -132,12 +145,14 @@ class StreamsService final : public hrx::v1::Streams::CallbackService {
 
  private:
   Core& core_;
+  const PeerRegistry& peers_;
 };
 
 class DaemonStatusService final
     : public hrx::v1::DaemonStatus::CallbackService {
  public:
-  explicit DaemonStatusService(Core& core) : core_(core) {}
+  DaemonStatusService(Core& core, const PeerRegistry& peers)
+      : core_(core), peers_(peers) {}
   grpc::ServerUnaryReactor* GetStatus(
       grpc::CallbackServerContext* context,
       const hrx::v1::GetStatusRequest* request,
@@ -145,6 +160,33 @@ class DaemonStatusService final
 
  private:
   Core& core_;
+  const PeerRegistry& peers_;
+};
+
+class AdminService final : public hrx::v1::Admin::CallbackService {
+ public:
+  AdminService(Core& core, const PeerRegistry& peers)
+      : core_(core), peers_(peers) {}
+  grpc::ServerUnaryReactor* ListTenants(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::ListTenantsRequest* request,
+      hrx::v1::ListTenantsResponse* response) override;
+  grpc::ServerUnaryReactor* ListSessions(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::ListSessionsRequest* request,
+      hrx::v1::ListSessionsResponse* response) override;
+  grpc::ServerUnaryReactor* SetBudget(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::SetBudgetRequest* request,
+      hrx::v1::SetBudgetResponse* response) override;
+  grpc::ServerUnaryReactor* EvictSession(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::EvictSessionRequest* request,
+      hrx::v1::EvictSessionResponse* response) override;
+
+ private:
+  Core& core_;
+  const PeerRegistry& peers_;
 };
 
 }  // namespace hrx::daemon
