@@ -70,4 +70,51 @@ absl::Status Buffer::Free() {
       connection->buffers().Free(context.get(), request, &response));
 }
 
+namespace {
+
+absl::StatusOr<uint64_t> SendGrant(client::internal::Connection* connection,
+                                   const Handle& handle,
+                                   hrx::v1::GrantRequest request) {
+  if (connection == nullptr) {
+    return absl::FailedPreconditionError(
+        "freed_buffer: grant: this Buffer was freed or moved from. Fix: grant "
+        "a live buffer.");
+  }
+  client::internal::ToProto(handle, request.mutable_buffer());
+  auto context = connection->Context();
+  hrx::v1::GrantResponse response;
+  absl::Status status = connection->Check(
+      connection->buffers().Grant(context.get(), request, &response));
+  if (!status.ok()) return status;
+  return response.grant();
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> Buffer::GrantToTenant(const std::string& tenant) const {
+  hrx::v1::GrantRequest request;
+  request.set_tenant(tenant);
+  return SendGrant(connection_.get(), handle_, std::move(request));
+}
+
+absl::StatusOr<uint64_t> Buffer::GrantToSession(uint64_t session) const {
+  hrx::v1::GrantRequest request;
+  request.set_session(session);
+  return SendGrant(connection_.get(), handle_, std::move(request));
+}
+
+absl::Status Buffer::Revoke(uint64_t grant) const {
+  if (connection_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "freed_buffer: revoke: this Buffer was freed or moved from. Fix: "
+        "revoke through a live buffer of the granting session.");
+  }
+  auto context = connection_->Context();
+  hrx::v1::RevokeRequest request;
+  request.set_grant(grant);
+  hrx::v1::RevokeResponse response;
+  return connection_->Check(
+      connection_->buffers().Revoke(context.get(), request, &response));
+}
+
 }  // namespace hrx

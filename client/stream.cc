@@ -94,6 +94,19 @@ absl::StatusOr<Buffer> Stream::AllocateWith(uint64_t bytes, int contents,
                 response.bytes(), response.allocation_id(), handle());
 }
 
+absl::StatusOr<Buffer> Stream::Import(uint64_t grant) {
+  client::internal::Connection& connection = state_->connection();
+  auto context = connection.Context();
+  hrx::v1::ImportRequest request;
+  request.set_grant(grant);
+  hrx::v1::ImportResponse response;
+  HRX_RETURN_IF_ERROR(connection.Check(
+      connection.buffers().Import(context.get(), request, &response)));
+  return Buffer(state_->shared_connection(),
+                client::internal::FromProto(response.buffer()),
+                response.bytes(), response.allocation_id(), Handle{});
+}
+
 absl::StatusOr<Buffer> Stream::Scratch(uint64_t bytes) {
   const uint64_t want = std::max<uint64_t>(bytes, 1);
   const uint64_t most = std::max<uint64_t>(want, bytes > UINT64_MAX / 2

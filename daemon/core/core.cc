@@ -4,6 +4,7 @@
 #include <atomic>
 #include <utility>
 
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "absl/container/flat_hash_map.h"
@@ -160,6 +161,9 @@ void Core::CloseSession(
     auto removed = sessions_.Remove(session, "close session");
     if (!removed.ok()) return done(removed.status());
     closing = *std::move(removed);
+    absl::erase_if(grants_, [&](const auto& entry) {
+      return entry.second.owner_session == session;
+    });
   }
   CloseSummary summary;
   std::vector<std::pair<backend::Queue*, backend::Fence>> waits;
@@ -394,6 +398,7 @@ absl::Status Core::Free(uint64_t session, uint64_t buffer) {
   absl::MutexLock lock(&owner->mu);
   HRX_ASSIGN_OR_RETURN(BufferEntry entry,
                        owner->buffers.Remove(buffer, "free buffer"));
+  RevokeGrantsOf(session, entry.memory.get());
   const uint64_t id = entry.memory->id();
   owner->streams.ForEach([id](const std::shared_ptr<StreamEntry>& stream) {
     stream->dispatch_cache.EvictMemory(id);
@@ -405,6 +410,98 @@ absl::Status Core::Free(uint64_t session, uint64_t buffer) {
       owner->tenant->Unlimited(Resource::kDeviceBytes)) {
     owner->allocation_pool.Give(std::move(entry.memory));
   }
+  return absl::OkStatus();
+}
+
+void Core::RevokeGrantsOf(uint64_t owner_session,
+                          const backend::Memory* memory) {
+  absl::MutexLock lock(&mu_);
+  absl::erase_if(grants_, [&](const auto& entry) {
+    return entry.second.owner_session == owner_session &&
+           (memory == nullptr || entry.second.memory.get() == memory);
+  });
+}
+
+absl::StatusOr<uint64_t> Core::Grant(uint64_t session, uint64_t buffer,
+                                     const std::string& tenant,
+                                     uint64_t grantee_session) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
+  HRX_RETURN_IF_ERROR(RequireWriter(*owner, "grant buffer"));
+  if (tenant.empty() == (grantee_session == 0)) {
+    return absl::InvalidArgumentError(
+        "bad_grantee: grant buffer: name exactly one grantee, a tenant or a "
+        "session. Fix: set tenant or session in the request.");
+  }
+  if (!tenant.empty() && tenants_->Find(tenant) == nullptr) {
+    return absl::NotFoundError(absl::StrFormat(
+        "unknown_tenant: grant buffer: there is no tenant \"%s\". Fix: use a "
+        "name from hrxctl tenants.",
+        tenant));
+  }
+  MemoryRef memory;
+  {
+    absl::MutexLock lock(&owner->mu);
+    HRX_ASSIGN_OR_RETURN(BufferEntry * entry,
+                         owner->buffers.Find(buffer, "grant buffer"));
+    memory = entry->memory;
+  }
+  uint64_t id = 0;
+  while (id == 0) {
+    HRX_CHECK(getrandom(&id, sizeof(id), 0) == sizeof(id));
+  }
+  absl::MutexLock lock(&mu_);
+  grants_[id] = GrantEntry{session, std::move(memory), tenant, grantee_session};
+  return id;
+}
+
+absl::StatusOr<BufferInfo> Core::Import(uint64_t session, uint64_t grant) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> importer, FindSession(session));
+  MemoryRef memory;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = grants_.find(grant);
+    if (it == grants_.end()) {
+      return absl::NotFoundError(absl::StrFormat(
+          "unknown_grant: import: grant %016x does not exist or was revoked. "
+          "Fix: ask the owner for a current grant.",
+          grant));
+    }
+    const GrantEntry& entry = it->second;
+    const bool allowed = entry.grantee_session != 0
+                             ? entry.grantee_session == session
+                             : entry.tenant == importer->tenant->name();
+    if (!allowed) {
+      return absl::PermissionDeniedError(absl::StrFormat(
+          "grant_not_yours: import: grant %016x is for %s; this session "
+          "belongs to tenant \"%s\". Fix: import it from the grantee.",
+          grant,
+          entry.grantee_session != 0
+              ? absl::StrFormat("session %016x", entry.grantee_session)
+              : absl::StrFormat("tenant \"%s\"", entry.tenant),
+          importer->tenant->name()));
+    }
+    memory = entry.memory;
+  }
+  const uint64_t bytes = memory->size();
+  const uint64_t allocation_id = memory->id();
+  absl::MutexLock lock(&importer->mu);
+  // The importer holds the memory but is not charged for it: the owner's
+  // reservation rides on the memory until every holder has let go.
+  const uint64_t handle =
+      importer->buffers.Insert(BufferEntry{std::move(memory), 0});
+  return BufferInfo{handle, bytes, allocation_id};
+}
+
+absl::Status Core::Revoke(uint64_t session, uint64_t grant) {
+  absl::MutexLock lock(&mu_);
+  auto it = grants_.find(grant);
+  if (it == grants_.end() || it->second.owner_session != session) {
+    return absl::NotFoundError(absl::StrFormat(
+        "unknown_grant: revoke: this session has no grant %016x. Fix: revoke "
+        "grants this session made.",
+        grant));
+  }
+  grants_.erase(it);
   return absl::OkStatus();
 }
 

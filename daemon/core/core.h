@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -104,6 +105,18 @@ class Core {
   // evicted; the memory lives until queued uses complete.
   absl::Status Free(uint64_t session, uint64_t buffer);
 
+  // --- Sharing ----------------------------------------------------------
+  // Offers `buffer` to a tenant (by name) or a session (by id); returns an
+  // unguessable grant id. See Buffers.Grant in buffer.proto for the rules.
+  absl::StatusOr<uint64_t> Grant(uint64_t session, uint64_t buffer,
+                                 const std::string& tenant,
+                                 uint64_t grantee_session);
+  // A handle of `session` to the granted memory. NOT_FOUND "unknown_grant"
+  // for an unknown or revoked grant; PERMISSION_DENIED "grant_not_yours"
+  // when `session` is not the grantee.
+  absl::StatusOr<BufferInfo> Import(uint64_t session, uint64_t grant);
+  absl::Status Revoke(uint64_t session, uint64_t grant);
+
   // --- Kernels ----------------------------------------------------------
   // Loads `entry` from `code` and learns its signature. When `declared` is
   // set, it must match what the module declares ("signature_mismatch").
@@ -161,6 +174,15 @@ class Core {
   mutable absl::Mutex mu_;
   HandleTable<std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_){
       shared::HandleKind::kSession};
+  struct GrantEntry {
+    uint64_t owner_session;
+    backend::MemoryRef memory;
+    std::string tenant;         // grantee tenant, or
+    uint64_t grantee_session;   // grantee session
+  };
+  absl::flat_hash_map<uint64_t, GrantEntry> grants_ ABSL_GUARDED_BY(mu_);
+  // Drops the grants of `memory` (null: every grant of `owner_session`).
+  void RevokeGrantsOf(uint64_t owner_session, const backend::Memory* memory);
 
   // Last: its thread calls back into Core until it is destroyed, first.
   std::unique_ptr<ProcessWatcher> watcher_;

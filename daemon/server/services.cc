@@ -207,6 +207,42 @@ grpc::ServerUnaryReactor* BuffersService::Free(
   return Finish(context, core_.Free(session, *buffer));
 }
 
+grpc::ServerUnaryReactor* BuffersService::Grant(
+    grpc::CallbackServerContext* context, const hrx::v1::GrantRequest* request,
+    hrx::v1::GrantResponse* response) {
+  auto caller = DecodeCaller(*context, core_, peers_);
+  if (!caller.ok()) return Finish(context, caller.status());
+  auto buffer = caller->Object(request->buffer(), shared::HandleKind::kBuffer,
+                               "grant buffer");
+  if (!buffer.ok()) return Finish(context, buffer.status());
+  auto grant = core_.Grant(caller->session(), *buffer, request->tenant(),
+                           request->session());
+  if (grant.ok()) response->set_grant(*grant);
+  return Finish(context, grant.status());
+}
+
+grpc::ServerUnaryReactor* BuffersService::Import(
+    grpc::CallbackServerContext* context, const hrx::v1::ImportRequest* request,
+    hrx::v1::ImportResponse* response) {
+  auto caller = DecodeCaller(*context, core_, peers_);
+  if (!caller.ok()) return Finish(context, caller.status());
+  auto buffer = core_.Import(caller->session(), request->grant());
+  if (buffer.ok()) {
+    caller->Seal(buffer->handle, response->mutable_buffer());
+    response->set_bytes(buffer->bytes);
+    response->set_allocation_id(buffer->allocation_id);
+  }
+  return Finish(context, buffer.status());
+}
+
+grpc::ServerUnaryReactor* BuffersService::Revoke(
+    grpc::CallbackServerContext* context, const hrx::v1::RevokeRequest* request,
+    hrx::v1::RevokeResponse* response) {
+  auto caller = DecodeCaller(*context, core_, peers_);
+  if (!caller.ok()) return Finish(context, caller.status());
+  return Finish(context, core_.Revoke(caller->session(), request->grant()));
+}
+
 grpc::ServerUnaryReactor* StreamsService::CreateStream(
     grpc::CallbackServerContext* context,
     const hrx::v1::CreateStreamRequest* request,

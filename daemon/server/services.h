@@ -105,6 +105,15 @@ class BuffersService final : public hrx::v1::Buffers::CallbackService {
   grpc::ServerUnaryReactor* Free(grpc::CallbackServerContext* context,
                                  const hrx::v1::FreeRequest* request,
                                  hrx::v1::FreeResponse* response) override;
+  grpc::ServerUnaryReactor* Grant(grpc::CallbackServerContext* context,
+                                  const hrx::v1::GrantRequest* request,
+                                  hrx::v1::GrantResponse* response) override;
+  grpc::ServerUnaryReactor* Import(grpc::CallbackServerContext* context,
+                                   const hrx::v1::ImportRequest* request,
+                                   hrx::v1::ImportResponse* response) override;
+  grpc::ServerUnaryReactor* Revoke(grpc::CallbackServerContext* context,
+                                   const hrx::v1::RevokeRequest* request,
+                                   hrx::v1::RevokeResponse* response) override;
 
  private:
   Core& core_;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "shared/handle.h"
@@ -73,6 +74,14 @@ class Buffer {
 
   // Frees now and reports the daemon's answer (the destructor ignores it).
   absl::Status Free();
+
+  // Offers this buffer to every session of `tenant`, or to one session (the
+  // `session` field of that session's handles). Returns the grant id to pass
+  // to the grantee, who calls Stream::Import. See docs/security.md.
+  absl::StatusOr<uint64_t> GrantToTenant(const std::string& tenant) const;
+  absl::StatusOr<uint64_t> GrantToSession(uint64_t session) const;
+  // Stops further imports of a grant this buffer's session made.
+  absl::Status Revoke(uint64_t grant) const;
 
  private:
   friend class Stream;

@@ -114,6 +114,9 @@ class Stream {
   // will be able to map; zero-filled.
   absl::StatusOr<Buffer> AllocateShared(uint64_t bytes);
 
+  // A handle of this session to a buffer another session granted.
+  absl::StatusOr<Buffer> Import(uint64_t grant);
+
   // A buffer of at least `bytes` (at most twice that) from this stream's
   // scratch pool, else a fresh allocation.
   absl::StatusOr<Buffer> Scratch(uint64_t bytes);
