@@ -2,7 +2,10 @@
 // libhrx, allocates, fills, uploads, copies and reads back, and checks every
 // byte against what it computed locally. Exit 0 when all bytes match.
 //
-//   client_worker --socket=PATH --seed=N [--bytes=N] [--rounds=N]
+//   client_worker --socket=PATH --seed=N [--bytes=N] [--rounds=N] [--uid=N]
+#include <grp.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -50,6 +53,15 @@ std::string SocketFlag(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Optionally run as another user (tests run as root and drop to a tenant).
+  const uint64_t uid = Flag(argc, argv, "uid", 0);
+  if (uid != 0 && (setgroups(0, nullptr) != 0 ||
+                   setgid(static_cast<gid_t>(uid)) != 0 ||
+                   setuid(static_cast<uid_t>(uid)) != 0)) {
+    std::fprintf(stderr, "client_worker: cannot switch to uid %lu\n",
+                 static_cast<unsigned long>(uid));
+    return 2;
+  }
   const uint64_t seed = Flag(argc, argv, "seed", 1);
   const uint64_t bytes = Flag(argc, argv, "bytes", (9 << 20) + 13);
   const uint64_t rounds = Flag(argc, argv, "rounds", 3);

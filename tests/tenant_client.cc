@@ -1,0 +1,223 @@
+// A client process of one tenant for multi-uid tests: reads whatever files
+// it needs while still root, switches to --uid/--gid, connects, runs one
+// scenario and prints what happened as "key: value" lines. Exit 0 when the
+// scenario ran (its checks are the test's).
+//
+//   tenant_client --socket=PATH --uid=N --gid=N --scenario=NAME [options]
+#include <grp.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/internal/connection.h"
+#include "hrx/client.h"
+#include "hrx/v1/admin.grpc.pb.h"
+#include "hrx/v1/buffer.grpc.pb.h"
+#include "shared/socket_path.h"
+
+namespace {
+
+std::string Flag(int argc, char** argv, const std::string& name) {
+  const std::string prefix = "--" + name + "=";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind(prefix, 0) == 0) return arg.substr(prefix.size());
+  }
+  return "";
+}
+
+uint64_t Number(int argc, char** argv, const std::string& name,
+                uint64_t fallback) {
+  uint64_t value = 0;
+  const std::string text = Flag(argc, argv, name);
+  if (!text.empty() && absl::SimpleAtoi(text, &value)) return value;
+  if (!text.empty() && absl::SimpleHexAtoi(text, &value)) return value;
+  return fallback;
+}
+
+void Say(const std::string& key, const std::string& value) {
+  std::printf("%s: %s\n", key.c_str(), value.c_str());
+  std::fflush(stdout);
+}
+
+void SayStatus(const std::string& key, const absl::Status& status) {
+  Say(key, status.ok() ? "OK"
+                       : absl::StrCat(absl::StatusCodeToString(status.code()),
+                                      " ", status.message()));
+}
+
+void WaitForFile(const std::string& path) {
+  struct stat info {};
+  while (stat(path.c_str(), &info) != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+}
+
+int Scenario(const std::string& name, hrx::Client& client, int argc,
+             char** argv, const std::string& kernel_code) {
+  auto device = client.OpenDevice(0);
+  if (!device.ok()) {
+    SayStatus("device", device.status());
+    return 1;
+  }
+  if (name == "observer") {
+    auto stream = device->CreateStream();
+    SayStatus("create_stream", stream.status());
+    return 0;
+  }
+  auto stream = device->CreateStream();
+  if (!stream.ok()) {
+    SayStatus("create_stream", stream.status());
+    return name == "budget" ? 0 : 1;
+  }
+  if (name == "budget") {
+    // Allocate --chunk bytes at a time until refused.
+    const uint64_t chunk = Number(argc, argv, "chunk", 262144);
+    std::vector<hrx::Buffer> held;
+    while (held.size() < 1000) {
+      auto buffer = stream->Allocate(chunk);
+      if (!buffer.ok()) {
+        Say("allocated", absl::StrCat(held.size()));
+        SayStatus("refused", buffer.status());
+        return 0;
+      }
+      held.push_back(*std::move(buffer));
+    }
+    Say("allocated", "1000 (never refused)");
+    return 0;
+  }
+  if (name == "held_charge") {
+    // A gate kernel holds this stream's queue; a fill behind it uses a buffer
+    // that is then freed. Its reservation must stay until the fill has run.
+    const uint64_t bytes = Number(argc, argv, "bytes", 0);
+    auto gate_kernel = stream->LoadKernel(
+        std::vector<uint8_t>(kernel_code.begin(), kernel_code.end()),
+        "wait_flag");
+    if (!gate_kernel.ok()) return SayStatus("load", gate_kernel.status()), 1;
+    auto flag = stream->AllocateZeroed(1);
+    auto big = stream->Allocate(bytes - 1);
+    if (!flag.ok() || !big.ok()) return Say("allocate", "failed"), 1;
+    const hrx::View flag_view = flag->Binding();
+    if (!stream->Dispatch(*gate_kernel, {1, 1, 1}, {1, 1, 1}, hrx::Constants(),
+                          {&flag_view, 1})
+             .ok() ||
+        !stream->Fill(big->Binding(), 7).ok() || !stream->Flush().ok()) {
+      return Say("enqueue", "failed"), 1;
+    }
+    SayStatus("free_big", big->Free());
+    SayStatus("allocate_while_queued", stream->Allocate(1).status());
+    // Open the gate from another stream, on another queue.
+    auto opener = device->CreateStream();
+    if (!opener.ok()) return SayStatus("opener", opener.status()), 1;
+    SayStatus("open_gate", opener->Fill(flag_view, 1));
+    SayStatus("opener_sync", opener->Synchronize());
+    SayStatus("sync", stream->Synchronize());
+    SayStatus("allocate_after_completion", stream->Allocate(1).status());
+    return 0;
+  }
+  if (name == "hold") {
+    // Queue lots of work, say so, then wait to be killed.
+    auto buffer = stream->Allocate(Number(argc, argv, "bytes", 8 << 20));
+    if (!buffer.ok()) return SayStatus("allocate", buffer.status()), 1;
+    for (int i = 0; i < 200; ++i) (void)stream->Fill(buffer->Binding(), i);
+    (void)stream->Flush();
+    Say("ready", "yes");
+    while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  if (name == "grant") {
+    // Share a buffer with --grantee, then wait for --go (a file).
+    auto buffer = stream->Allocate(4096);
+    if (!buffer.ok()) return SayStatus("allocate", buffer.status()), 1;
+    (void)stream->Fill(buffer->Binding(), 0x6b);
+    SayStatus("sync", stream->Synchronize());
+    auto grant = buffer->GrantToTenant(Flag(argc, argv, "grantee"));
+    if (!grant.ok()) return SayStatus("grant", grant.status()), 1;
+    Say("grant", absl::StrFormat("%016x", *grant));
+    WaitForFile(Flag(argc, argv, "go"));
+    SayStatus("free", buffer->Free());
+    return 0;
+  }
+  if (name == "import") {
+    auto imported = stream->Import(Number(argc, argv, "grant", 0));
+    if (!imported.ok()) return SayStatus("import", imported.status()), 0;
+    std::vector<uint8_t> bytes(imported->bytes());
+    SayStatus("read", stream->ReadBlocking(imported->Binding(), bytes));
+    Say("first_byte", absl::StrCat(bytes.empty() ? -1 : int{bytes[0]}));
+    WaitForFile(Flag(argc, argv, "go"));
+    return 0;
+  }
+  Say("error", "unknown scenario " + name);
+  return 2;
+}
+
+// Calls the daemon with a session handle this process did not open.
+int StealSession(const std::string& socket, const std::string& session) {
+  auto stub = hrx::v1::Buffers::NewStub(
+      hrx::client::internal::MakeChannel(socket));
+  grpc::ClientContext context;
+  context.AddMetadata(hrx::shared::kSessionMetadataKey, session);
+  hrx::v1::AllocateRequest request;
+  request.set_bytes(16);
+  hrx::v1::AllocateResponse response;
+  SayStatus("allocate_with_stolen_session",
+            hrx::client::internal::CallStatus(
+                stub->Allocate(&context, request, &response), socket));
+  return 0;
+}
+
+int AdminSetBudget(const std::string& socket) {
+  auto stub = hrx::v1::Admin::NewStub(hrx::client::internal::MakeChannel(socket));
+  grpc::ClientContext context;
+  hrx::v1::SetBudgetRequest request;
+  request.set_tenant("alpha");
+  hrx::v1::SetBudgetResponse response;
+  SayStatus("set_budget", hrx::client::internal::CallStatus(
+                              stub->SetBudget(&context, request, &response),
+                              socket));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string socket = Flag(argc, argv, "socket");
+  const std::string scenario = Flag(argc, argv, "scenario");
+  const std::string kernel_path = Flag(argc, argv, "kernel");
+  const std::string kernel_code =
+      kernel_path.empty() ? std::string() : ReadFile(kernel_path);
+  const uid_t uid = static_cast<uid_t>(Number(argc, argv, "uid", 0));
+  const gid_t gid = static_cast<gid_t>(Number(argc, argv, "gid", uid));
+  if (uid != 0 && (setgroups(0, nullptr) != 0 || setgid(gid) != 0 ||
+                   setuid(uid) != 0)) {
+    Say("error", "cannot switch to the requested uid (run as root)");
+    return 2;
+  }
+  if (scenario == "steal_session") {
+    return StealSession(socket, Flag(argc, argv, "session"));
+  }
+  if (scenario == "admin_set_budget") return AdminSetBudget(socket);
+  auto client = hrx::Client::Connect(socket, "tenant_client " + scenario);
+  if (!client.ok()) {
+    SayStatus("connect", client.status());
+    return 1;
+  }
+  Say("session", absl::StrFormat("%016x", (*client)->session().session));
+  return Scenario(scenario, **client, argc, argv, kernel_code);
+}
