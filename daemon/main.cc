@@ -20,6 +20,13 @@ ABSL_FLAG(uint32_t, queue_count, 8, "size of the native queue pool");
 ABSL_FLAG(std::string, config, "",
           "tenants, roles and budgets in protobuf text format (see "
           "deploy/hrxd.conf); empty: the daemon's uid is admin, no budgets");
+ABSL_FLAG(std::string, listen, "",
+          "also serve remote callers on HOST:PORT, over TLS with client "
+          "certificates (needs --tls_cert, --tls_key, --tls_client_ca)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for --listen");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for --listen");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA certificate that signs accepted client certificates");
 ABSL_FLAG(std::string, socket_mode, "0660",
           "the socket's permission bits, octal (0666 lets every local user "
           "connect; identity still comes from the kernel)");
@@ -43,6 +50,10 @@ int main(int argc, char** argv) {
   options.cpu_memory_bytes = absl::GetFlag(FLAGS_cpu_memory_bytes);
   options.queue_count = absl::GetFlag(FLAGS_queue_count);
   options.config_path = absl::GetFlag(FLAGS_config);
+  options.listen_address = absl::GetFlag(FLAGS_listen);
+  options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key_path = absl::GetFlag(FLAGS_tls_key);
+  options.tls_client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
   const std::string mode = absl::GetFlag(FLAGS_socket_mode);
   char* end = nullptr;
   options.socket_mode = static_cast<unsigned>(std::strtoul(mode.c_str(), &end, 8));

@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
+#include <optional>
+#include <sstream>
 
 #include "absl/strings/str_format.h"
 #include "daemon/backend/factory.h"
@@ -37,6 +40,40 @@ int WaitForStopSignal(const sigset_t& signals) {
   return signal_number;
 }
 
+absl::StatusOr<std::string> ReadPem(const std::string& path,
+                                    const std::string& flag) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tls_file_unreadable: --%s=%s cannot be read. Fix: pass a readable "
+        "PEM file.",
+        flag, path));
+  }
+  return text.str();
+}
+
+absl::StatusOr<RemoteListener> ReadRemoteListener(
+    const DaemonOptions& options) {
+  if (options.tls_cert_path.empty() || options.tls_key_path.empty() ||
+      options.tls_client_ca_path.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tls_required: --listen=%s: remote access needs TLS with client "
+        "certificates. Fix: also pass --tls_cert, --tls_key and "
+        "--tls_client_ca, or drop --listen.",
+        options.listen_address));
+  }
+  RemoteListener remote;
+  remote.address = options.listen_address;
+  HRX_ASSIGN_OR_RETURN(remote.cert_pem,
+                       ReadPem(options.tls_cert_path, "tls_cert"));
+  HRX_ASSIGN_OR_RETURN(remote.key_pem, ReadPem(options.tls_key_path, "tls_key"));
+  HRX_ASSIGN_OR_RETURN(remote.client_ca_pem,
+                       ReadPem(options.tls_client_ca_path, "tls_client_ca"));
+  return remote;
+}
+
 }  // namespace
 
 absl::Status Run(const DaemonOptions& options) {
@@ -63,6 +100,10 @@ absl::Status Run(const DaemonOptions& options) {
   } else {
     HRX_ASSIGN_OR_RETURN(tenants, TenantRegistry::Load(options.config_path));
   }
+  std::optional<RemoteListener> remote;
+  if (!options.listen_address.empty()) {
+    HRX_ASSIGN_OR_RETURN(remote, ReadRemoteListener(options));
+  }
   HRX_ASSIGN_OR_RETURN(std::unique_ptr<SocketGuard> guard,
                        SocketGuard::Claim(socket_path, options.socket_mode));
 
@@ -78,7 +119,11 @@ absl::Status Run(const DaemonOptions& options) {
   auto core = std::make_unique<Core>(std::move(backend), core_options);
   HRX_ASSIGN_OR_RETURN(std::unique_ptr<DaemonServer> server,
                        DaemonServer::Start(*core, socket_path,
-                                           options.socket_mode));
+                                           options.socket_mode, remote));
+  if (remote) {
+    log->info("also listening on {} (TLS, client certificates required)",
+              remote->address);
+  }
 
   log->info("hrxd listening on unix:{} (backend {}, device \"{}\", target {}, "
             "{} of device memory, {} queues)",

@@ -18,6 +18,9 @@ struct DaemonOptions {
   uint32_t queue_count = 8;         // size of the native queue pool
   std::string config_path;          // tenants and budgets; empty: built-in
   unsigned socket_mode = 0660;      // others' bits open the directory too
+  // Remote access: all four or none (the daemon refuses TCP without TLS).
+  std::string listen_address;       // HOST:PORT
+  std::string tls_cert_path, tls_key_path, tls_client_ca_path;
 };
 
 // Blocks until a stop signal; OK after a clean shutdown. Must be called

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "grpc/grpc_security_constants.h"
 #include "absl/strings/str_format.h"
 #include "shared/launch_check.h"
 #include "shared/socket_path.h"
@@ -13,6 +14,14 @@ absl::StatusOr<PeerIdentity> Identify(const grpc::ServerContextBase& context,
                                       const PeerRegistry& peers) {
   std::optional<PeerIdentity> identity = peers.Lookup(context.peer());
   if (!identity) {
+    // A remote caller over TLS: its verified certificate's subject.
+    auto auth = context.auth_context();
+    if (auth != nullptr && auth->IsPeerAuthenticated()) {
+      for (const auto& value :
+           auth->FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME)) {
+        return PeerIdentity{0, 0, 0, std::string(value.data(), value.size())};
+      }
+    }
     return absl::UnauthenticatedError(absl::StrFormat(
         "unidentified_caller: the daemon cannot tell who is calling over %s. "
         "Fix: connect through hrxd's Unix socket.",

@@ -5,6 +5,7 @@
 #include "daemon/server/services.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 
 namespace hrx::daemon {
@@ -32,12 +33,22 @@ class Services {
 };
 
 absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
-    Core& core, const std::string& socket_path, unsigned socket_mode) {
+    Core& core, const std::string& socket_path, unsigned socket_mode,
+    const std::optional<RemoteListener>& remote) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   auto services = std::make_unique<Services>(core);
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
+  int remote_port = 0;
+  if (remote) {
+    grpc::SslServerCredentialsOptions tls(
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    tls.pem_root_certs = remote->client_ca_pem;
+    tls.pem_key_cert_pairs.push_back({remote->key_pem, remote->cert_pem});
+    builder.AddListeningPort(remote->address, grpc::SslServerCredentials(tls),
+                             &remote_port);
+  }
   builder.RegisterService(&services->sessions);
   builder.RegisterService(&services->devices);
   builder.RegisterService(&services->buffers);
@@ -49,10 +60,11 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
   // No listening port: LocalListener accepts connections itself, to read
   // each caller's credentials, and hands them to this server.
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr) {
-    return absl::UnavailableError(
-        "server_failed: gRPC could not start the server. Fix: check the "
-        "daemon's log.");
+  if (server == nullptr || (remote && remote_port == 0)) {
+    return absl::UnavailableError(absl::StrFormat(
+        "server_failed: gRPC could not start the server%s. Fix: check the "
+        "address is free and the TLS files are valid PEM.",
+        remote ? " on " + remote->address : ""));
   }
   auto listener =
       LocalListener::Start(socket_path, socket_mode, *server, services->peers);

@@ -4,6 +4,7 @@
 #define HRX_DAEMON_SERVER_SERVER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -20,12 +21,22 @@ inline constexpr int kMaxRequestBytes = 16 << 20;
 
 class Services;
 
+// The optional TCP listener for remote callers. TLS with client
+// certificates is mandatory: a caller is its certificate's subject.
+struct RemoteListener {
+  std::string address;    // HOST:PORT
+  std::string cert_pem;   // the server's certificate chain
+  std::string key_pem;    // its private key
+  std::string client_ca_pem;  // CA that signs accepted client certificates
+};
+
 class DaemonServer {
  public:
   // Listens on the Unix socket at `socket_path` (which must not exist),
   // created with `socket_mode`.
   static absl::StatusOr<std::unique_ptr<DaemonServer>> Start(
-      Core& core, const std::string& socket_path, unsigned socket_mode);
+      Core& core, const std::string& socket_path, unsigned socket_mode,
+      const std::optional<RemoteListener>& remote = std::nullopt);
   ~DaemonServer();
 
   // Stops accepting calls and waits up to `grace` for calls in progress

@@ -1,0 +1,157 @@
+// Remote access: a TCP listener that requires TLS with client certificates,
+// whose subjects map to tenants. Certificates are made with openssl per run.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "hrx/v1/admin.grpc.pb.h"
+#include "hrx/v1/session.grpc.pb.h"
+#include "shared/grpc_status.h"
+#include "tests/client_fixture.h"
+
+namespace hrx::testing {
+namespace {
+
+using ::hrx::shared::IsOk;
+using ::hrx::shared::StatusIs;
+using ::testing::HasSubstr;
+
+// A CA, a server certificate for 127.0.0.1, and client certificates for
+// CN=watcher (listed in the config) and CN=stranger (not listed).
+constexpr char kMakeCertificates[] = R"(set -e
+cd "$1"
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=hrx-test-ca \
+  -keyout ca.key -out ca.pem 2>/dev/null
+for name in server watcher stranger; do
+  openssl req -newkey rsa:2048 -nodes -subj /CN=$name -keyout $name.key \
+    -out $name.csr 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > $name.ext
+  openssl x509 -req -in $name.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+    -days 1 -extfile $name.ext -out $name.pem 2>/dev/null
+done
+)";
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+class RemoteTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeShortTempDir();
+    const RunResult made =
+        RunToCompletion({"/bin/sh", "-c", kMakeCertificates, "sh", dir_}, dir_);
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    std::ofstream(dir_ + "/hrxd.conf") << R"(
+tenants {
+  name: "remote-watch"
+  certificate_subjects: "CN=watcher"
+  role: ROLE_OBSERVER
+}
+)";
+    address_ = absl::StrCat("127.0.0.1:", FreePort());
+    auto daemon = TestDaemon::Start(
+        {"--config=" + dir_ + "/hrxd.conf", "--listen=" + address_,
+         "--tls_cert=" + dir_ + "/server.pem",
+         "--tls_key=" + dir_ + "/server.key",
+         "--tls_client_ca=" + dir_ + "/ca.pem"},
+        dir_);
+    ASSERT_THAT(daemon.status(), IsOk());
+    daemon_ = *std::move(daemon);
+  }
+
+  std::shared_ptr<grpc::Channel> Channel(const std::string& client) {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = Read(dir_ + "/ca.pem");
+    if (!client.empty()) {
+      tls.pem_private_key = Read(dir_ + "/" + client + ".key");
+      tls.pem_cert_chain = Read(dir_ + "/" + client + ".pem");
+    }
+    return grpc::CreateChannel(address_, grpc::SslCredentials(tls));
+  }
+
+  absl::Status ListTenants(const std::string& client,
+                           hrx::v1::ListTenantsResponse* response) {
+    auto stub = hrx::v1::Admin::NewStub(Channel(client));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(10));
+    return shared::FromGrpcStatus(
+        stub->ListTenants(&context, hrx::v1::ListTenantsRequest(), response));
+  }
+
+  std::string dir_;
+  std::string address_;
+  std::unique_ptr<TestDaemon> daemon_;
+};
+
+TEST_F(RemoteTest, AListedCertificateActsWithItsTenantsRole) {
+  hrx::v1::ListTenantsResponse tenants;
+  ASSERT_THAT(ListTenants("watcher", &tenants), IsOk());
+  EXPECT_EQ(tenants.tenants(0).name(), "remote-watch");
+  // An observer may not change budgets.
+  auto stub = hrx::v1::Admin::NewStub(Channel("watcher"));
+  grpc::ClientContext context;
+  hrx::v1::SetBudgetRequest request;
+  request.set_tenant("remote-watch");
+  hrx::v1::SetBudgetResponse response;
+  EXPECT_THAT(shared::FromGrpcStatus(stub->SetBudget(&context, request, &response)),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("role_required")));
+}
+
+TEST_F(RemoteTest, AnUnlistedCertificateIsRefused) {
+  hrx::v1::ListTenantsResponse tenants;
+  EXPECT_THAT(ListTenants("stranger", &tenants),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("role_required")));
+  auto stub = hrx::v1::Sessions::NewStub(Channel("stranger"));
+  grpc::ClientContext context;
+  hrx::v1::OpenSessionResponse opened;
+  EXPECT_THAT(shared::FromGrpcStatus(stub->OpenSession(
+                  &context, hrx::v1::OpenSessionRequest(), &opened)),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("unknown_certificate: open session: no tenant "
+                                 "lists certificate subject \"CN=stranger\"")));
+}
+
+TEST_F(RemoteTest, AConnectionWithoutAClientCertificateIsRejected) {
+  hrx::v1::ListTenantsResponse tenants;
+  EXPECT_THAT(ListTenants("", &tenants),
+              StatusIs(absl::StatusCode::kUnavailable, ::testing::_));
+}
+
+TEST(RemoteListenTest, TcpWithoutTlsIsRefusedAtStartUp) {
+  const std::string dir = MakeShortTempDir();
+  const RunResult refused = RunToCompletion(
+      {RunfilePath("daemon/hrxd"), "--socket=" + dir + "/hrxd.sock",
+       "--backend=cpu", "--listen=127.0.0.1:1"},
+      dir);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("tls_required"));
+}
+
+}  // namespace
+}  // namespace hrx::testing
