@@ -2,7 +2,13 @@
 
 #include <utility>
 
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "client/internal/connection.h"
+#include "client/internal/fd_channel.h"
 #include "shared/span_check.h"
 
 namespace hrx {
@@ -90,6 +96,95 @@ absl::StatusOr<uint64_t> SendGrant(client::internal::Connection* connection,
 }
 
 }  // namespace
+
+namespace {
+
+struct Exported {
+  shared::UniqueFd fd;
+  hrx::v1::ExportResponse response;
+};
+
+absl::StatusOr<Exported> ExportAs(client::internal::Connection* connection,
+                                  const Handle& handle,
+                                  hrx::v1::HandleKind kind) {
+  if (connection == nullptr) {
+    return absl::FailedPreconditionError(
+        "freed_buffer: export: this Buffer was freed or moved from. Fix: "
+        "export a live buffer.");
+  }
+  auto context = connection->Context();
+  hrx::v1::ExportRequest request;
+  client::internal::ToProto(handle, request.mutable_buffer());
+  request.set_kind(kind);
+  Exported exported;
+  absl::Status status = connection->Check(
+      connection->buffers().Export(context.get(), request, &exported.response));
+  if (!status.ok()) return status;
+  auto fd = client::internal::RedeemTicket(exported.response.fd_socket(),
+                                           exported.response.ticket());
+  if (!fd.ok()) return fd.status();
+  exported.fd = *std::move(fd);
+  return exported;
+}
+
+}  // namespace
+
+absl::StatusOr<Mapping> Buffer::Map() const {
+  auto exported = ExportAs(connection_.get(), handle_, hrx::v1::HANDLE_KIND_SHM);
+  if (!exported.ok()) return exported.status();
+  const uint64_t size = exported->response.bytes();
+  void* data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                    exported->fd.get(), static_cast<off_t>(exported->response.offset()));
+  if (data == MAP_FAILED) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "map_failed: mmap of a %u-byte buffer: %s. Fix: free address space or "
+        "map a smaller buffer.",
+        size, std::strerror(errno)));
+  }
+  // The mapping keeps the pages; the descriptor can go now.
+  return Mapping(connection_, static_cast<uint8_t*>(data), size,
+                 exported->response.export_id());
+}
+
+absl::StatusOr<Buffer::DmaBuf> Buffer::ExportDmaBuf() const {
+  auto exported =
+      ExportAs(connection_.get(), handle_, hrx::v1::HANDLE_KIND_DMABUF);
+  if (!exported.ok()) return exported.status();
+  return DmaBuf{std::move(exported->fd), exported->response.offset(),
+                exported->response.bytes()};
+}
+
+Mapping::Mapping(Mapping&& other) noexcept
+    : connection_(std::move(other.connection_)),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      export_id_(std::exchange(other.export_id_, 0)) {}
+
+Mapping& Mapping::operator=(Mapping&& other) noexcept {
+  if (this != &other) {
+    Release();
+    connection_ = std::move(other.connection_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    export_id_ = std::exchange(other.export_id_, 0);
+  }
+  return *this;
+}
+
+Mapping::~Mapping() { Release(); }
+
+void Mapping::Release() {
+  if (data_ == nullptr) return;
+  munmap(data_, size_);
+  data_ = nullptr;
+  if (connection_ == nullptr) return;
+  auto context = connection_->Context();
+  hrx::v1::ReleaseExportRequest request;
+  request.set_export_id(export_id_);
+  hrx::v1::ReleaseExportResponse response;
+  (void)connection_->buffers().ReleaseExport(context.get(), request, &response);
+  connection_.reset();
+}
 
 absl::StatusOr<uint64_t> Buffer::GrantToTenant(const std::string& tenant) const {
   hrx::v1::GrantRequest request;

@@ -180,6 +180,51 @@ absl::Status Stream::Copy(const View& dst, const View& src) {
   return state_->Append(std::move(command), 0);
 }
 
+bool Stream::EnsureSharedStaging() {
+  if (shared_map_ != nullptr) return true;
+  if (shared_staging_failed_) return false;
+  auto staging = AllocateShared(kSharedStagingBytes);
+  if (staging.ok()) {
+    auto mapping = staging->Map();
+    if (mapping.ok()) {
+      shared_staging_ = std::make_unique<Buffer>(*std::move(staging));
+      shared_map_ = std::make_unique<Mapping>(*std::move(mapping));
+      return true;
+    }
+  }
+  shared_staging_failed_ = true;  // e.g. no shared-bytes budget: stay inline
+  return false;
+}
+
+absl::Status Stream::UploadShared(const View& dst,
+                                  std::span<const uint8_t> bytes) {
+  for (uint64_t done = 0; done < bytes.size(); done += kSharedStagingBytes) {
+    const uint64_t chunk =
+        std::min<uint64_t>(kSharedStagingBytes, bytes.size() - done);
+    // The region is reused only after the copy that read it has run.
+    if (shared_staging_busy_) HRX_RETURN_IF_ERROR(Synchronize());
+    std::memcpy(shared_map_->bytes().data(), bytes.data() + done, chunk);
+    HRX_ASSIGN_OR_RETURN(View part, dst.Slice(done, chunk));
+    HRX_ASSIGN_OR_RETURN(View from, shared_staging_->Slice(0, chunk));
+    HRX_RETURN_IF_ERROR(Copy(part, from));
+    shared_staging_busy_ = true;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Stream::ReadShared(const View& src, std::span<uint8_t> out) {
+  for (uint64_t done = 0; done < out.size(); done += kSharedStagingBytes) {
+    const uint64_t chunk =
+        std::min<uint64_t>(kSharedStagingBytes, out.size() - done);
+    HRX_ASSIGN_OR_RETURN(View part, src.Slice(done, chunk));
+    HRX_ASSIGN_OR_RETURN(View into, shared_staging_->Slice(0, chunk));
+    HRX_RETURN_IF_ERROR(Copy(into, part));
+    HRX_RETURN_IF_ERROR(Synchronize());
+    std::memcpy(out.data() + done, shared_map_->bytes().data(), chunk);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Stream::Upload(const View& dst, std::span<const uint8_t> bytes) {
   HRX_RETURN_IF_ERROR(CheckOwned(dst, "upload dst"));
   if (bytes.size() > dst.length()) {
@@ -187,6 +232,10 @@ absl::Status Stream::Upload(const View& dst, std::span<const uint8_t> bytes) {
         "upload_too_large: upload: %u bytes of data do not fit the %u-byte "
         "view. Fix: upload at most the view's length.",
         bytes.size(), dst.length()));
+  }
+  if (!bytes.empty() && bytes.size() >= shared_threshold_ &&
+      EnsureSharedStaging()) {
+    return UploadShared(dst, bytes);
   }
   for (uint64_t done = 0; done < bytes.size(); done += kUploadChunkBytes) {
     const uint64_t chunk =
@@ -225,6 +274,9 @@ absl::Status Stream::ReadBlocking(const View& src, std::span<uint8_t> out) {
         src.length(), out.size()));
   }
   if (out.empty()) return Synchronize();
+  if (out.size() >= shared_threshold_ && EnsureSharedStaging()) {
+    return ReadShared(src, out);
+  }
   for (uint64_t done = 0; done < out.size(); done += kReadChunkBytes) {
     const uint64_t chunk =
         std::min<uint64_t>(kReadChunkBytes, out.size() - done);
@@ -336,7 +388,11 @@ absl::Status Stream::WaitEvent(const Event& event) {
 
 absl::Status Stream::Flush() { return state_->Flush(); }
 
-absl::Status Stream::Synchronize() { return state_->Synchronize(); }
+absl::Status Stream::Synchronize() {
+  HRX_RETURN_IF_ERROR(state_->Synchronize());
+  shared_staging_busy_ = false;
+  return absl::OkStatus();
+}
 
 absl::StatusOr<StreamStats> Stream::GetStats() {
   HRX_RETURN_IF_ERROR(state_->Flush());

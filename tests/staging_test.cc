@@ -20,6 +20,13 @@ constexpr uint64_t kStagingLimit = uint64_t{64} << 20;
 
 class StagingTest : public ClientFixture {
  protected:
+  void SetUp() override {
+    ClientFixture::SetUp();
+    // These tests are about the daemon's inline upload staging: keep every
+    // transfer inline rather than through the shared staging region.
+    stream_->SetSharedTransferThreshold(UINT64_MAX);
+  }
+
   void Upload(const View& dst, uint64_t bytes, uint8_t value) {
     const std::vector<uint8_t> data(bytes, value);
     ASSERT_THAT(stream_->Upload(*dst.Slice(0, bytes), data), IsOk());

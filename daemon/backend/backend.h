@@ -35,6 +35,12 @@ struct DeviceProperties {
   uint64_t memory_bytes = 0;  // what this backend may hand out in total
 };
 
+// How an allocation can be handed to a client process as a descriptor.
+enum class ExportKind : uint8_t {
+  kShm = 1,     // a memfd of the same pages (CPU backend; host-coherent memory)
+  kDmaBuf = 2,  // a dma-buf (driver export, or udmabuf over a memfd)
+};
+
 // One allocation. It lives while anything holds a MemoryRef: the daemon's
 // buffer table and every queued command that uses it, so freeing a buffer
 // with work still queued against it never frees memory under the device.
@@ -49,6 +55,10 @@ class Memory {
   // The host address of the bytes, or nullptr where the host cannot reach
   // them directly (discrete device memory).
   virtual uint8_t* host_address() const = 0;
+  // A new descriptor (the caller owns it) through which another process can
+  // map this allocation. FAILED_PRECONDITION naming what is missing where
+  // the kind is not available for it.
+  virtual absl::StatusOr<int> ExportFd(ExportKind kind) const = 0;
 };
 using MemoryRef = std::shared_ptr<Memory>;
 
@@ -152,6 +162,9 @@ class Backend {
   // Bytes held by live allocations, including freed buffers still referenced
   // by queued commands.
   virtual uint64_t bytes_in_use() const = 0;
+
+  // The descriptor kinds Memory::ExportFd can give on this machine.
+  virtual std::vector<ExportKind> export_kinds() const = 0;
 };
 
 }  // namespace hrx::backend

@@ -79,6 +79,7 @@ Core::Core(std::unique_ptr<backend::Backend> backend,
                    ? options.tenants
                    : std::shared_ptr<TenantRegistry>(
                          TenantRegistry::BuiltIn(geteuid()))),
+      ticket_lifetime_(options.ticket_lifetime),
       started_(absl::Now()),
       queues_(*backend_, options.queue_count),
       watcher_(std::make_unique<ProcessWatcher>([this](pid_t pid) {
@@ -179,6 +180,7 @@ void Core::CloseSession(
     closing->buffers.Clear([](BufferEntry) {});
     closing->kernels.Clear([](KernelEntry) {});
     closing->events.clear();
+    closing->exports.clear();
   }
   if (waits.empty()) return done(summary);
   auto countdown = std::make_shared<Countdown>(
@@ -502,6 +504,100 @@ absl::Status Core::Revoke(uint64_t session, uint64_t grant) {
         grant));
   }
   grants_.erase(it);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ExportTicket> Core::Export(uint64_t session, uint64_t buffer,
+                                          backend::ExportKind kind) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
+  MemoryRef memory;
+  uint64_t export_id = 0;
+  {
+    absl::MutexLock lock(&owner->mu);
+    HRX_ASSIGN_OR_RETURN(BufferEntry * entry,
+                         owner->buffers.Find(buffer, "export buffer"));
+    memory = entry->memory;
+    export_id = owner->next_export_id++;
+  }
+  HRX_ASSIGN_OR_RETURN(int raw_fd, memory->ExportFd(kind));
+  shared::UniqueFd fd(raw_fd);
+  std::string ticket(16, '\0');
+  HRX_CHECK(getrandom(ticket.data(), ticket.size(), 0) ==
+            static_cast<ssize_t>(ticket.size()));
+  const absl::Time now = absl::Now();
+  ExportTicket result{ticket, export_id, memory->size(), 0};
+  absl::MutexLock lock(&mu_);
+  // Forget tickets long past their deadline (a used or expired ticket is
+  // remembered a while, so that reuse is told apart from a made-up ticket).
+  absl::erase_if(tickets_, [&](const auto& entry) {
+    return entry.second.deadline + absl::Minutes(1) < now;
+  });
+  tickets_[ticket] = TicketEntry{session, export_id, std::move(memory),
+                                 std::move(fd), now + ticket_lifetime_, false};
+  return result;
+}
+
+absl::StatusOr<shared::UniqueFd> Core::Redeem(std::string_view ticket,
+                                              const PeerIdentity& peer) {
+  uint64_t session = 0;
+  uint64_t export_id = 0;
+  MemoryRef memory;
+  shared::UniqueFd fd;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = tickets_.find(std::string(ticket));
+    if (it == tickets_.end()) {
+      return absl::NotFoundError(
+          "unknown_ticket: redeem: no such export ticket. Fix: redeem the "
+          "ticket Buffers.Export returned, on the side channel it named.");
+    }
+    TicketEntry& entry = it->second;
+    if (entry.used) {
+      return absl::FailedPreconditionError(
+          "ticket_used: redeem: the ticket was already redeemed; tickets are "
+          "single-use. Fix: call Buffers.Export again for another descriptor.");
+    }
+    if (absl::Now() > entry.deadline) {
+      entry.used = true;
+      entry.fd.Reset();
+      entry.memory.reset();  // a spent ticket holds nothing
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "ticket_expired: redeem: the ticket expired %s ago (tickets live "
+          "%s). Fix: redeem promptly after Buffers.Export, or export again.",
+          absl::FormatDuration(absl::Now() - entry.deadline),
+          absl::FormatDuration(ticket_lifetime_)));
+    }
+    session = entry.session;
+    export_id = entry.export_id;
+    memory = std::move(entry.memory);  // a spent ticket holds nothing
+    // Checked below, outside this lock; the ticket is spent either way, so a
+    // wrong peer cannot probe it twice.
+    entry.used = true;
+    fd = std::move(entry.fd);
+  }
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
+  const PeerIdentity& opener = owner->identity;
+  if (opener.pid != peer.pid || opener.uid != peer.uid) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "ticket_not_yours: redeem: the ticket belongs to a session of %s; "
+        "the side channel peer is uid %u, pid %u. Fix: redeem tickets in the "
+        "process that exported them; share buffers with a grant.",
+        owner->Who(), peer.uid, peer.pid));
+  }
+  absl::MutexLock lock(&owner->mu);
+  owner->exports[export_id] = std::move(memory);
+  return fd;
+}
+
+absl::Status Core::ReleaseExport(uint64_t session, uint64_t export_id) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
+  absl::MutexLock lock(&owner->mu);
+  if (owner->exports.erase(export_id) == 0) {
+    return absl::NotFoundError(absl::StrFormat(
+        "unknown_export: release export %u: this session holds no such "
+        "mapping. Fix: release each mapping once.",
+        export_id));
+  }
   return absl::OkStatus();
 }
 

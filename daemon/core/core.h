@@ -37,6 +37,7 @@
 #include "daemon/core/tenants.h"
 #include "daemon/core/queue_pool.h"
 #include "daemon/core/types.h"
+#include "shared/unique_fd.h"
 
 namespace hrx::daemon {
 
@@ -44,6 +45,8 @@ struct CoreOptions {
   uint32_t queue_count = kDefaultQueueCount;
   // Who may do what; the built-in registry when null.
   std::shared_ptr<TenantRegistry> tenants;
+  // How long an export ticket stays redeemable.
+  absl::Duration ticket_lifetime = absl::Milliseconds(kDefaultTicketLifetimeMs);
   // Tests inject a fixed authority; the daemon draws one from getrandom.
   std::optional<HandleAuthority> authority;
 };
@@ -117,6 +120,24 @@ class Core {
   absl::StatusOr<BufferInfo> Import(uint64_t session, uint64_t grant);
   absl::Status Revoke(uint64_t session, uint64_t grant);
 
+  // --- Resident handles ---------------------------------------------------
+  // Makes a descriptor of `buffer`'s memory now (so an unavailable kind is
+  // refused here, FAILED_PRECONDITION naming what is missing) and returns a
+  // single-use ticket for the side channel, valid for ticket_lifetime.
+  absl::StatusOr<ExportTicket> Export(uint64_t session, uint64_t buffer,
+                                      backend::ExportKind kind);
+  // The descriptor a ticket names, for the process that asked for it.
+  // NOT_FOUND "unknown_ticket"; FAILED_PRECONDITION "ticket_used" or
+  // "ticket_expired"; PERMISSION_DENIED "ticket_not_yours" when `peer` is not
+  // the exporting session's process.
+  absl::StatusOr<shared::UniqueFd> Redeem(std::string_view ticket,
+                                          const PeerIdentity& peer);
+  // The session is done with a mapping: its hold on the memory ends.
+  absl::Status ReleaseExport(uint64_t session, uint64_t export_id);
+  std::vector<backend::ExportKind> export_kinds() const {
+    return backend_->export_kinds();
+  }
+
   // --- Kernels ----------------------------------------------------------
   // Loads `entry` from `code` and learns its signature. When `declared` is
   // set, it must match what the module declares ("signature_mismatch").
@@ -168,6 +189,7 @@ class Core {
   const std::unique_ptr<backend::Backend> backend_;
   const HandleAuthority authority_;
   const std::shared_ptr<TenantRegistry> tenants_;
+  const absl::Duration ticket_lifetime_;
   const absl::Time started_;
   QueuePool queues_;  // internally synchronized
 
@@ -181,6 +203,15 @@ class Core {
     uint64_t grantee_session;   // grantee session
   };
   absl::flat_hash_map<uint64_t, GrantEntry> grants_ ABSL_GUARDED_BY(mu_);
+  struct TicketEntry {
+    uint64_t session;
+    uint64_t export_id;
+    backend::MemoryRef memory;
+    shared::UniqueFd fd;  // made at export, moved out at redemption
+    absl::Time deadline;
+    bool used = false;
+  };
+  absl::flat_hash_map<std::string, TicketEntry> tickets_ ABSL_GUARDED_BY(mu_);
   // Drops the grants of `memory` (null: every grant of `owner_session`).
   void RevokeGrantsOf(uint64_t owner_session, const backend::Memory* memory);
 

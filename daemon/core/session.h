@@ -92,6 +92,10 @@ class Session {
   AllocationPool allocation_pool ABSL_GUARDED_BY(mu);
   StagingPool staging_pool ABSL_GUARDED_BY(mu);
   uint64_t commands_submitted ABSL_GUARDED_BY(mu) = 0;
+  // Memory whose descriptor this session received, by export id: the
+  // owner's charge stays until the mapping is released or the session ends.
+  absl::flat_hash_map<uint64_t, backend::MemoryRef> exports ABSL_GUARDED_BY(mu);
+  uint64_t next_export_id ABSL_GUARDED_BY(mu) = 1;
 };
 
 inline std::string Session::Who() const {

@@ -125,6 +125,16 @@ struct DeviceInfo {
   uint32_t queue_count = 0;
 };
 
+// How long an export ticket may wait to be redeemed on the side channel.
+inline constexpr int64_t kDefaultTicketLifetimeMs = 10000;
+
+struct ExportTicket {
+  std::string ticket;  // 16 unguessable bytes; redeemed once
+  uint64_t export_id = 0;  // names the mapping for ReleaseExport
+  uint64_t bytes = 0;
+  uint64_t offset = 0;     // where the buffer starts in the descriptor
+};
+
 struct TenantUsage {
   std::string name;
   hrx::v1::Role role = hrx::v1::ROLE_CLIENT;

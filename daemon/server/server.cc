@@ -66,25 +66,33 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
         "address is free and the TLS files are valid PEM.",
         remote ? " on " + remote->address : ""));
   }
+  services->buffers.set_fd_socket(FdChannelPath(socket_path));
+  auto fd_channel =
+      FdChannel::Start(FdChannelPath(socket_path), socket_mode, core);
+  if (!fd_channel.ok()) return fd_channel.status();
   auto listener =
       LocalListener::Start(socket_path, socket_mode, *server, services->peers);
   if (!listener.ok()) return listener.status();
-  return std::unique_ptr<DaemonServer>(new DaemonServer(
-      std::move(services), std::move(server), *std::move(listener)));
+  return std::unique_ptr<DaemonServer>(
+      new DaemonServer(std::move(services), std::move(server),
+                       *std::move(listener), *std::move(fd_channel)));
 }
 
 DaemonServer::DaemonServer(std::unique_ptr<Services> services,
                            std::unique_ptr<grpc::Server> server,
-                           std::unique_ptr<LocalListener> listener)
+                           std::unique_ptr<LocalListener> listener,
+                           std::unique_ptr<FdChannel> fd_channel)
     : services_(std::move(services)),
       server_(std::move(server)),
-      listener_(std::move(listener)) {}
+      listener_(std::move(listener)),
+      fd_channel_(std::move(fd_channel)) {}
 
 DaemonServer::~DaemonServer() { Shutdown(absl::ZeroDuration()); }
 
 void DaemonServer::Shutdown(absl::Duration grace) {
   if (server_ == nullptr) return;
   listener_.reset();  // no new connections
+  fd_channel_.reset();
   if (auto* health = server_->GetHealthCheckService()) {
     health->Shutdown();  // health checks report NOT_SERVING from here on
   }

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/core/core.h"
+#include "daemon/server/fd_channel.h"
 #include "daemon/server/local_listener.h"
 #include "grpcpp/server.h"
 
@@ -46,11 +47,13 @@ class DaemonServer {
  private:
   DaemonServer(std::unique_ptr<Services> services,
                std::unique_ptr<grpc::Server> server,
-               std::unique_ptr<LocalListener> listener);
+               std::unique_ptr<LocalListener> listener,
+               std::unique_ptr<FdChannel> fd_channel);
 
   std::unique_ptr<Services> services_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<LocalListener> listener_;
+  std::unique_ptr<FdChannel> fd_channel_;
 };
 
 }  // namespace hrx::daemon

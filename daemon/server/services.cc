@@ -243,6 +243,46 @@ grpc::ServerUnaryReactor* BuffersService::Revoke(
   return Finish(context, core_.Revoke(caller->session(), request->grant()));
 }
 
+grpc::ServerUnaryReactor* BuffersService::Export(
+    grpc::CallbackServerContext* context, const hrx::v1::ExportRequest* request,
+    hrx::v1::ExportResponse* response) {
+  auto caller = DecodeCaller(*context, core_, peers_);
+  if (!caller.ok()) return Finish(context, caller.status());
+  auto buffer = caller->Object(request->buffer(), shared::HandleKind::kBuffer,
+                               "export buffer");
+  if (!buffer.ok()) return Finish(context, buffer.status());
+  if (request->kind() != hrx::v1::HANDLE_KIND_SHM &&
+      request->kind() != hrx::v1::HANDLE_KIND_DMABUF) {
+    return Finish(context,
+                  absl::InvalidArgumentError(
+                      "bad_handle_kind: export buffer: ask for "
+                      "HANDLE_KIND_SHM or HANDLE_KIND_DMABUF. Fix: set kind."));
+  }
+  auto ticket = core_.Export(caller->session(), *buffer,
+                             request->kind() == hrx::v1::HANDLE_KIND_SHM
+                                 ? backend::ExportKind::kShm
+                                 : backend::ExportKind::kDmaBuf);
+  if (ticket.ok()) {
+    response->set_ticket(ticket->ticket);
+    response->set_fd_socket(fd_socket_);
+    response->set_bytes(ticket->bytes);
+    response->set_offset(ticket->offset);
+    response->set_export_id(ticket->export_id);
+    response->set_ticket_lifetime_ms(kDefaultTicketLifetimeMs);
+  }
+  return Finish(context, ticket.status());
+}
+
+grpc::ServerUnaryReactor* BuffersService::ReleaseExport(
+    grpc::CallbackServerContext* context,
+    const hrx::v1::ReleaseExportRequest* request,
+    hrx::v1::ReleaseExportResponse* response) {
+  auto caller = DecodeCaller(*context, core_, peers_);
+  if (!caller.ok()) return Finish(context, caller.status());
+  return Finish(context,
+                core_.ReleaseExport(caller->session(), request->export_id()));
+}
+
 grpc::ServerUnaryReactor* StreamsService::CreateStream(
     grpc::CallbackServerContext* context,
     const hrx::v1::CreateStreamRequest* request,
@@ -387,6 +427,10 @@ grpc::ServerUnaryReactor* DaemonStatusService::GetStatus(
   response->set_kernels(status.kernels);
   response->set_events(status.events);
   response->set_queues_created(status.queues_created);
+  for (backend::ExportKind kind : core_.export_kinds()) {
+    response->add_handle_kinds(kind == backend::ExportKind::kShm ? "shm"
+                                                                 : "dmabuf");
+  }
   EncodeCounters(status.dispatch_cache, response->mutable_dispatch_cache());
   EncodeCounters(status.transfer_cache, response->mutable_transfer_cache());
   EncodeCounters(status.allocation_pool, response->mutable_allocation_pool());

@@ -114,10 +114,21 @@ class BuffersService final : public hrx::v1::Buffers::CallbackService {
   grpc::ServerUnaryReactor* Revoke(grpc::CallbackServerContext* context,
                                    const hrx::v1::RevokeRequest* request,
                                    hrx::v1::RevokeResponse* response) override;
+  grpc::ServerUnaryReactor* Export(grpc::CallbackServerContext* context,
+                                   const hrx::v1::ExportRequest* request,
+                                   hrx::v1::ExportResponse* response) override;
+  grpc::ServerUnaryReactor* ReleaseExport(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::ReleaseExportRequest* request,
+      hrx::v1::ReleaseExportResponse* response) override;
+
+  // The descriptor side channel's path, told to exporting clients.
+  void set_fd_socket(std::string path) { fd_socket_ = std::move(path); }
 
  private:
   Core& core_;
   const PeerRegistry& peers_;
+  std::string fd_socket_;
 };
 
 class StreamsService final : public hrx::v1::Streams::CallbackService {

@@ -10,7 +10,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "hrx/mapping.h"
 #include "shared/handle.h"
+#include "shared/unique_fd.h"
 
 namespace hrx {
 
@@ -82,6 +84,19 @@ class Buffer {
   absl::StatusOr<uint64_t> GrantToSession(uint64_t session) const;
   // Stops further imports of a grant this buffer's session made.
   absl::Status Revoke(uint64_t grant) const;
+
+  // Maps the buffer's memory into this process (a shared-memory resident
+  // handle); see hrx/mapping.h for the coherence rules.
+  absl::StatusOr<Mapping> Map() const;
+  // A dma-buf descriptor of the buffer (owned by the caller) and the offset
+  // of the buffer within it. FAILED_PRECONDITION naming what is missing
+  // where the daemon cannot make one.
+  struct DmaBuf {
+    shared::UniqueFd fd;
+    uint64_t offset = 0;
+    uint64_t bytes = 0;
+  };
+  absl::StatusOr<DmaBuf> ExportDmaBuf() const;
 
  private:
   friend class Stream;

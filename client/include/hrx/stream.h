@@ -27,6 +27,7 @@
 #include "hrx/buffer.h"
 #include "hrx/event.h"
 #include "hrx/kernel.h"
+#include "hrx/mapping.h"
 
 namespace hrx {
 
@@ -42,6 +43,15 @@ inline constexpr uint64_t kBatchFlushBytes = uint64_t{4} << 20;
 inline constexpr size_t kBatchFlushCommands = 1024;
 // Reads are fetched in replies of at most this many bytes.
 inline constexpr uint64_t kReadChunkBytes = uint64_t{4} << 20;
+// Uploads and blocking reads of at least this many bytes go through a
+// shared-memory staging region the stream maps, instead of messages
+// (measured: docs/performance.md). SetSharedTransferThreshold overrides it.
+inline constexpr uint64_t kDefaultSharedTransferThreshold = uint64_t{256} << 10;
+// Size of that staging region (one per stream, allocated on first use and
+// charged to the tenant's shared bytes; without budget for it, transfers
+// stay inline).
+inline constexpr uint64_t kSharedStagingBytes = uint64_t{16} << 20;
+
 // Default bound on a stream's retained scratch buffers.
 inline constexpr uint64_t kDefaultScratchLimit = uint64_t{256} << 20;
 
@@ -163,6 +173,10 @@ class Stream {
   absl::Status WaitEvent(const Event& event);
   Submission Submit() { return Submission(*this); }
 
+  // Transfers of at least `bytes` use the shared staging region; 0 always,
+  // UINT64_MAX never.
+  void SetSharedTransferThreshold(uint64_t bytes) { shared_threshold_ = bytes; }
+
   // Sends pending commands (acknowledged, so later calls are ordered after).
   absl::Status Flush();
   // Waits until everything issued on this stream has run.
@@ -179,7 +193,17 @@ class Stream {
   absl::StatusOr<Buffer> AllocateWith(uint64_t bytes, int contents,
                                       int placement);
 
+  // The shared staging region, mapped; false when it cannot be had.
+  bool EnsureSharedStaging();
+  absl::Status UploadShared(const View& dst, std::span<const uint8_t> bytes);
+  absl::Status ReadShared(const View& src, std::span<uint8_t> out);
+
   std::shared_ptr<client::internal::StreamState> state_;
+  uint64_t shared_threshold_ = kDefaultSharedTransferThreshold;
+  std::unique_ptr<Buffer> shared_staging_;
+  std::unique_ptr<Mapping> shared_map_;
+  bool shared_staging_failed_ = false;
+  bool shared_staging_busy_ = false;  // a queued copy still reads it
   std::multimap<uint64_t, Buffer> scratch_;  // by size
   uint64_t scratch_bytes_ = 0;
   uint64_t scratch_limit_ = kDefaultScratchLimit;

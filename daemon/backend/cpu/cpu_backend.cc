@@ -83,6 +83,12 @@ absl::StatusOr<KernelRef> CpuBackend::LoadKernel(std::string_view code,
   return KernelRef(*std::move(kernel));
 }
 
+std::vector<ExportKind> CpuBackend::export_kinds() const {
+  std::vector<ExportKind> kinds = {ExportKind::kShm};
+  if (access("/dev/udmabuf", R_OK | W_OK) == 0) kinds.push_back(ExportKind::kDmaBuf);
+  return kinds;
+}
+
 uint64_t CpuBackend::bytes_in_use() const {
   return accounting_->in_use_bytes.load();
 }

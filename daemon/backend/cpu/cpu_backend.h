@@ -28,6 +28,7 @@ class CpuBackend final : public Backend {
   absl::StatusOr<KernelRef> LoadKernel(std::string_view code,
                                        const std::string& entry) override;
   uint64_t bytes_in_use() const override;
+  std::vector<ExportKind> export_kinds() const override;
 
  private:
   const DeviceProperties properties_;

@@ -1,5 +1,8 @@
 #include "daemon/backend/cpu/cpu_memory.h"
 
+#include <fcntl.h>
+#include <linux/udmabuf.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -32,6 +35,43 @@ absl::Status Reserve(CpuAccounting& accounting, uint64_t bytes) {
   }
 }
 
+// Wraps a memfd in a dma-buf through /dev/udmabuf (Linux 4.20+). The memfd
+// must be sealed against shrinking and its size page-aligned.
+absl::StatusOr<int> UdmabufFromMemfd(int memfd, uint64_t size) {
+  const int device = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
+  if (device < 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "dmabuf_unavailable: export dma-buf: /dev/udmabuf cannot be opened "
+        "(%s); the CPU backend makes dma-bufs from memfds through it. Fix: "
+        "load the udmabuf kernel module and give the daemon access to the "
+        "device, or export as shm.",
+        std::strerror(errno)));
+  }
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  if (size % page != 0) {
+    close(device);
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "dmabuf_unaligned: export dma-buf: a %u-byte buffer is not a whole "
+        "number of %u-byte pages. Fix: allocate a multiple of the page size.",
+        size, page));
+  }
+  udmabuf_create request{};
+  request.memfd = static_cast<uint32_t>(memfd);
+  request.flags = UDMABUF_FLAGS_CLOEXEC;
+  request.offset = 0;
+  request.size = size;
+  const int dmabuf = ioctl(device, UDMABUF_CREATE, &request);
+  const int error = errno;
+  close(device);
+  if (dmabuf < 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "dmabuf_unavailable: export dma-buf: UDMABUF_CREATE failed (%s). Fix: "
+        "check the kernel's udmabuf limits, or export as shm.",
+        std::strerror(error)));
+  }
+  return dmabuf;
+}
+
 uint64_t NextMemoryId() {
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1);
@@ -46,7 +86,8 @@ absl::StatusOr<std::shared_ptr<CpuMemory>> CpuMemory::Create(
     return reserved;
   }
   auto release = [&] { accounting->in_use_bytes.fetch_sub(bytes); };
-  const int fd = memfd_create("hrx-buffer", MFD_CLOEXEC);
+  // Sealable, so that udmabuf can wrap it (it requires a shrink seal).
+  const int fd = memfd_create("hrx-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) {
     const int error = errno;
     release();
@@ -64,6 +105,8 @@ absl::StatusOr<std::shared_ptr<CpuMemory>> CpuMemory::Create(
         "allocate less.",
         bytes, std::strerror(error)));
   }
+  // The size never changes: seal it, so importers can trust their mapping.
+  (void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
   void* data =
       mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (data == MAP_FAILED) {
@@ -87,6 +130,20 @@ CpuMemory::CpuMemory(uint64_t size, MemoryKind kind, int fd, uint8_t* data,
       fd_(fd),
       data_(data),
       accounting_(std::move(accounting)) {}
+
+absl::StatusOr<int> CpuMemory::ExportFd(ExportKind kind) const {
+  if (kind == ExportKind::kShm) {
+    const int copy = fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+    if (copy < 0) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "export_failed: dup of a %u-byte memfd: %s. Fix: raise the daemon's "
+          "open-file limit.",
+          size_, std::strerror(errno)));
+    }
+    return copy;
+  }
+  return UdmabufFromMemfd(fd_, size_);
+}
 
 CpuMemory::~CpuMemory() {
   munmap(data_, size_);

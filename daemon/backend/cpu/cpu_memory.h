@@ -36,6 +36,7 @@ class CpuMemory final : public Memory {
   uint8_t* host_address() const override { return data_; }
   uint8_t* data() const { return data_; }
   int fd() const { return fd_; }
+  absl::StatusOr<int> ExportFd(ExportKind kind) const override;
 
  private:
   CpuMemory(uint64_t size, MemoryKind kind, int fd, uint8_t* data,

@@ -1,0 +1,84 @@
+#include "client/internal/fd_channel.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "shared/fd_channel_wire.h"
+
+namespace hrx::client::internal {
+
+absl::StatusOr<shared::UniqueFd> RedeemTicket(const std::string& fd_socket,
+                                              std::string_view ticket) {
+  shared::UniqueFd sock(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, fd_socket.c_str(), sizeof(address.sun_path) - 1);
+  if (!sock.valid() ||
+      connect(sock.get(), reinterpret_cast<sockaddr*>(&address),
+              sizeof(address)) != 0) {
+    return absl::UnavailableError(absl::StrFormat(
+        "side_channel_unreachable: cannot connect to hrxd's descriptor side "
+        "channel %s: %s. Fix: check that the daemon runs and this process may "
+        "open its socket.",
+        fd_socket, std::strerror(errno)));
+  }
+  if (send(sock.get(), ticket.data(), ticket.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(ticket.size())) {
+    return absl::UnavailableError(absl::StrFormat(
+        "side_channel_failed: sending the ticket to %s: %s. Fix: retry.",
+        fd_socket, std::strerror(errno)));
+  }
+  shared::FdReplyHeader header{};
+  char message[shared::kMaxFdReplyMessage + 1] = {};
+  iovec part{&header, sizeof(header)};
+  msghdr reply{};
+  reply.msg_iov = &part;
+  reply.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  reply.msg_control = control;
+  reply.msg_controllen = sizeof(control);
+  const ssize_t got = recvmsg(sock.get(), &reply, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  // Take ownership of any descriptor first, so no path below leaks it.
+  shared::UniqueFd descriptor;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&reply); c != nullptr;
+       c = CMSG_NXTHDR(&reply, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+      descriptor.Reset(fd);
+    }
+  }
+  if (got != static_cast<ssize_t>(sizeof(header)) ||
+      header.magic != shared::kFdReplyMagic ||
+      header.message_length > shared::kMaxFdReplyMessage) {
+    return absl::InternalError(absl::StrFormat(
+        "side_channel_protocol: %s sent no valid reply. Fix: use a client "
+        "library of the daemon's version.",
+        fd_socket));
+  }
+  size_t read_total = 0;
+  while (read_total < header.message_length) {
+    const ssize_t n = recv(sock.get(), message + read_total,
+                           header.message_length - read_total, 0);
+    if (n <= 0) break;
+    read_total += static_cast<size_t>(n);
+  }
+  if (header.code != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(header.code),
+                        std::string(message, read_total));
+  }
+  if (!descriptor.valid()) {
+    return absl::InternalError(absl::StrFormat(
+        "side_channel_protocol: %s accepted the ticket but sent no "
+        "descriptor. Fix: report this daemon bug.",
+        fd_socket));
+  }
+  return descriptor;
+}
+
+}  // namespace hrx::client::internal

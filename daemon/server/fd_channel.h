@@ -1,0 +1,42 @@
+// The descriptor side channel: a second Unix socket beside the gRPC one
+// (gRPC cannot carry file descriptors). A client connects, sends a 16-byte
+// ticket from Buffers.Export, and receives a reply header, a message and —
+// when the ticket is good and the peer's credentials (SO_PEERCRED) are the
+// exporting process's — the descriptor, over SCM_RIGHTS. One ticket per
+// connection. Wire format: docs/resident-handles.md.
+#ifndef HRX_DAEMON_SERVER_FD_CHANNEL_H_
+#define HRX_DAEMON_SERVER_FD_CHANNEL_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "daemon/core/core.h"
+
+namespace hrx::daemon {
+
+// The side channel's path for a daemon socket.
+std::string FdChannelPath(const std::string& socket_path);
+
+class FdChannel {
+ public:
+  static absl::StatusOr<std::unique_ptr<FdChannel>> Start(
+      const std::string& path, unsigned socket_mode, Core& core);
+  ~FdChannel();  // stops and removes the socket
+
+ private:
+  FdChannel(std::string path, int listen_fd, int wake_fd, Core& core);
+  void AcceptLoop();
+  void Serve(int fd);
+
+  const std::string path_;
+  const int listen_fd_;
+  const int wake_fd_;
+  Core& core_;
+  std::thread thread_;
+};
+
+}  // namespace hrx::daemon
+
+#endif  // HRX_DAEMON_SERVER_FD_CHANNEL_H_
