@@ -20,6 +20,8 @@ ABSL_FLAG(uint32_t, queue_count, 8, "size of the native queue pool");
 ABSL_FLAG(std::string, config, "",
           "tenants, roles and budgets in protobuf text format (see "
           "deploy/hrxd.conf); empty: the daemon's uid is admin, no budgets");
+ABSL_FLAG(int64_t, ticket_lifetime_ms, 10000,
+          "how long an export ticket stays redeemable on the side channel");
 ABSL_FLAG(std::string, listen, "",
           "also serve remote callers on HOST:PORT, over TLS with client "
           "certificates (needs --tls_cert, --tls_key, --tls_client_ca)");
@@ -50,6 +52,7 @@ int main(int argc, char** argv) {
   options.cpu_memory_bytes = absl::GetFlag(FLAGS_cpu_memory_bytes);
   options.queue_count = absl::GetFlag(FLAGS_queue_count);
   options.config_path = absl::GetFlag(FLAGS_config);
+  options.ticket_lifetime_ms = absl::GetFlag(FLAGS_ticket_lifetime_ms);
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_path = absl::GetFlag(FLAGS_tls_key);

@@ -116,6 +116,7 @@ absl::Status Run(const DaemonOptions& options) {
   CoreOptions core_options;
   core_options.queue_count = options.queue_count;
   core_options.tenants = std::move(tenants);
+  core_options.ticket_lifetime = absl::Milliseconds(options.ticket_lifetime_ms);
   auto core = std::make_unique<Core>(std::move(backend), core_options);
   HRX_ASSIGN_OR_RETURN(std::unique_ptr<DaemonServer> server,
                        DaemonServer::Start(*core, socket_path,

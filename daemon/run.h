@@ -17,6 +17,7 @@ struct DaemonOptions {
   uint64_t cpu_memory_bytes = 0;    // 0: half of physical memory
   uint32_t queue_count = 8;         // size of the native queue pool
   std::string config_path;          // tenants and budgets; empty: built-in
+  int64_t ticket_lifetime_ms = 10000;  // export tickets stay redeemable
   unsigned socket_mode = 0660;      // others' bits open the directory too
   // Remote access: all four or none (the daemon refuses TCP without TLS).
   std::string listen_address;       // HOST:PORT

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/internal/connection.h"
+#include "client/internal/fd_channel.h"
 #include "hrx/client.h"
 #include "hrx/v1/admin.grpc.pb.h"
 #include "hrx/v1/buffer.grpc.pb.h"
@@ -163,6 +164,50 @@ int Scenario(const std::string& name, hrx::Client& client, int argc,
     WaitForFile(Flag(argc, argv, "go"));
     return 0;
   }
+  if (name == "share_mapped") {
+    // Write through a mapping, grant, wait; then check the grantee's device
+    // fill shows through the same mapping.
+    auto buffer = stream->AllocateShared(Number(argc, argv, "bytes", 65536));
+    if (!buffer.ok()) return SayStatus("allocate", buffer.status()), 1;
+    auto mapping = buffer->Map();
+    if (!mapping.ok()) return SayStatus("map", mapping.status()), 1;
+    for (size_t i = 0; i < mapping->size(); ++i) {
+      mapping->bytes()[i] = static_cast<uint8_t>(i * 7 + 1);
+    }
+    auto grant = buffer->GrantToTenant(Flag(argc, argv, "grantee"));
+    if (!grant.ok()) return SayStatus("grant", grant.status()), 1;
+    Say("grant", absl::StrFormat("%016x", *grant));
+    WaitForFile(Flag(argc, argv, "go"));
+    // The grantee filled [0, 4096) with 0xee on the device and synchronized.
+    bool filled = true;
+    for (size_t i = 0; i < 4096; ++i) filled = filled && mapping->bytes()[i] == 0xee;
+    Say("owner_sees_fill", filled ? "yes" : "no");
+    Say("owner_tail_intact",
+        mapping->bytes()[mapping->size() - 1] ==
+                static_cast<uint8_t>((mapping->size() - 1) * 7 + 1)
+            ? "yes"
+            : "no");
+    return 0;
+  }
+  if (name == "import_mapped") {
+    auto imported = stream->Import(Number(argc, argv, "grant", 0));
+    if (!imported.ok()) return SayStatus("import", imported.status()), 1;
+    auto mapping = imported->Map();
+    if (!mapping.ok()) return SayStatus("map", mapping.status()), 1;
+    bool same = true;
+    for (size_t i = 0; i < mapping->size(); ++i) {
+      same = same && mapping->bytes()[i] == static_cast<uint8_t>(i * 7 + 1);
+    }
+    Say("grantee_sees_owner_bytes", same ? "yes" : "no");
+    auto head = imported->Slice(0, 4096);
+    SayStatus("fill", stream->Fill(*head, 0xee));
+    SayStatus("sync", stream->Synchronize());
+    Say("grantee_sees_fill", mapping->bytes()[0] == 0xee &&
+                                     mapping->bytes()[4095] == 0xee
+                                 ? "yes"
+                                 : "no");
+    return 0;
+  }
   Say("error", "unknown scenario " + name);
   return 2;
 }
@@ -179,6 +224,18 @@ int StealSession(const std::string& socket, const std::string& session) {
   SayStatus("allocate_with_stolen_session",
             hrx::client::internal::CallStatus(
                 stub->Allocate(&context, request, &response), socket));
+  return 0;
+}
+
+// Redeems a ticket another process exported.
+int Redeem(const std::string& fd_socket, const std::string& hex_ticket) {
+  std::string ticket;
+  for (size_t i = 0; i + 1 < hex_ticket.size(); i += 2) {
+    ticket.push_back(static_cast<char>(
+        std::stoi(hex_ticket.substr(i, 2), nullptr, 16)));
+  }
+  auto fd = hrx::client::internal::RedeemTicket(fd_socket, ticket);
+  SayStatus("redeem", fd.status());
   return 0;
 }
 
@@ -213,6 +270,9 @@ int main(int argc, char** argv) {
     return StealSession(socket, Flag(argc, argv, "session"));
   }
   if (scenario == "admin_set_budget") return AdminSetBudget(socket);
+  if (scenario == "redeem") {
+    return Redeem(Flag(argc, argv, "fd_socket"), Flag(argc, argv, "ticket"));
+  }
   auto client = hrx::Client::Connect(socket, "tenant_client " + scenario);
   if (!client.ok()) {
     SayStatus("connect", client.status());

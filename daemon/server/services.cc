@@ -268,7 +268,6 @@ grpc::ServerUnaryReactor* BuffersService::Export(
     response->set_bytes(ticket->bytes);
     response->set_offset(ticket->offset);
     response->set_export_id(ticket->export_id);
-    response->set_ticket_lifetime_ms(kDefaultTicketLifetimeMs);
   }
   return Finish(context, ticket.status());
 }
