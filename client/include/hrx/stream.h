@@ -46,7 +46,7 @@ inline constexpr uint64_t kReadChunkBytes = uint64_t{4} << 20;
 // Uploads and blocking reads of at least this many bytes go through a
 // shared-memory staging region the stream maps, instead of messages
 // (measured: docs/performance.md). SetSharedTransferThreshold overrides it.
-inline constexpr uint64_t kDefaultSharedTransferThreshold = uint64_t{256} << 10;
+inline constexpr uint64_t kDefaultSharedTransferThreshold = uint64_t{64} << 10;
 // Size of that staging region (one per stream, allocated on first use and
 // charged to the tenant's shared bytes; without budget for it, transfers
 // stay inline).
