@@ -18,6 +18,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/str_format.h"
 #include "client/internal/connection.h"
@@ -96,6 +97,15 @@ std::string CountersText(const hrx::v1::CacheCounters& c) {
                          c.hits(), c.misses(), c.evictions());
 }
 
+std::string HandleKindsJson(const hrx::v1::GetStatusResponse& s) {
+  std::string out;
+  for (const std::string& kind : s.handle_kinds()) {
+    if (!out.empty()) out += ", ";
+    out += JsonString(kind);
+  }
+  return out;
+}
+
 void PrintStatusJson(const hrx::v1::GetStatusResponse& s) {
   const hrx::v1::DeviceInfo& d = s.device();
   std::fputs(
@@ -108,7 +118,7 @@ void PrintStatusJson(const hrx::v1::GetStatusResponse& s) {
           "\"bytes_in_use\": %u, \"commands_submitted\": %u, "
           "\"dispatch_cache\": %s, \"transfer_cache\": %s, "
           "\"allocation_pool\": %s, \"staging_pool\": %s, "
-          "\"upload_staging\": %s}\n",
+          "\"upload_staging\": %s, \"handle_kinds\": [%s]}\n",
           JsonString(d.backend()), JsonString(d.name()),
           JsonString(d.target()), d.memory_bytes(), d.queue_count(),
           s.queues_created(), JsonString(s.version()), s.pid(),
@@ -116,7 +126,7 @@ void PrintStatusJson(const hrx::v1::GetStatusResponse& s) {
           s.kernels(), s.events(), s.bytes_in_use(), s.commands_submitted(),
           CountersJson(s.dispatch_cache()), CountersJson(s.transfer_cache()),
           CountersJson(s.allocation_pool()), CountersJson(s.staging_pool()),
-          CountersJson(s.upload_staging()))
+          CountersJson(s.upload_staging()), HandleKindsJson(s))
           .c_str(),
       stdout);
 }
@@ -142,6 +152,7 @@ void PrintStatusTable(const hrx::v1::GetStatusResponse& s) {
       {"allocation pool", CountersText(s.allocation_pool())},
       {"staging pool", CountersText(s.staging_pool())},
       {"upload staging", CountersText(s.upload_staging())},
+      {"handle kinds", absl::StrJoin(s.handle_kinds(), ", ")},
       {"version", s.version()},
       {"pid", absl::StrCat(s.pid())},
       {"uptime", absl::StrCat(s.uptime_seconds(), " s")},

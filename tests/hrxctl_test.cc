@@ -53,7 +53,8 @@ TEST_F(HrxctlTest, StatusJsonReportsBackendAndLiveUse) {
                     HasSubstr("\"sessions\": 1"), HasSubstr("\"streams\": 1"),
                     HasSubstr("\"buffers\": 1"),
                     HasSubstr("\"bytes_in_use\": 4096"),
-                    ContainsRegex("\"device_memory_bytes\": [1-9][0-9]*")));
+                    ContainsRegex("\"device_memory_bytes\": [1-9][0-9]*"),
+                    ContainsRegex("\"handle_kinds\": \\[\"shm\"")));
 }
 
 TEST_F(HrxctlTest, StatusTableIsAligned) {
