@@ -93,6 +93,27 @@ struct DispatchArgs {
 };
 using DispatchRef = std::shared_ptr<const DispatchArgs>;
 
+// One node of a graph: a fill (src null), a copy, a dispatch, or a join
+// (nothing to run: it only orders its successors after its predecessors).
+struct GraphNode {
+  enum class Op : uint8_t { kFill, kCopy, kDispatch, kJoin };
+  Op op = Op::kJoin;
+  MemoryRef dst;
+  uint64_t dst_offset = 0;
+  MemoryRef src;
+  uint64_t src_offset = 0;
+  uint64_t length = 0;
+  uint8_t value = 0;
+  DispatchRef dispatch;
+  std::vector<uint32_t> after;  // predecessor indices, all smaller than this
+};
+
+// A checked, prepared DAG, replayed by each launch. Immutable.
+struct GraphPlan {
+  std::vector<GraphNode> nodes;  // in a topological order
+};
+using GraphRef = std::shared_ptr<const GraphPlan>;
+
 // Per-queue, monotonic. Fence N is complete once the command that returned N
 // and everything enqueued on that queue before it have completed.
 using Fence = uint64_t;
@@ -131,6 +152,12 @@ class Queue {
   // `fence` must already have been returned by it.
   virtual absl::StatusOr<Fence> EnqueueWaitFor(Queue& other, Fence fence) = 0;
   virtual absl::StatusOr<Fence> EnqueueDispatch(DispatchRef dispatch) = 0;
+  // Runs every node of `graph` once, each after its predecessors; nodes that
+  // do not depend on each other may run concurrently. With `node_nanoseconds`
+  // (sized to the graph, alive until the fence completes) the nodes run one
+  // at a time and each one's duration is recorded: diagnostic, not fast.
+  virtual absl::StatusOr<Fence> EnqueueGraph(
+      GraphRef graph, std::vector<uint64_t>* node_nanoseconds) = 0;
 
   // Calls `callback` once `fence` has completed: at once when it already
   // has. Unlike EnqueueHostCallback, it does not wait for later commands.

@@ -38,6 +38,8 @@ class CpuQueue final : public Queue {
       CompletionCallback callback) override;
   absl::StatusOr<Fence> EnqueueWaitFor(Queue& other, Fence fence) override;
   absl::StatusOr<Fence> EnqueueDispatch(DispatchRef dispatch) override;
+  absl::StatusOr<Fence> EnqueueGraph(
+      GraphRef graph, std::vector<uint64_t>* node_nanoseconds) override;
   void OnComplete(Fence fence, CompletionCallback callback) override;
 
   Fence completed() const override;
@@ -53,6 +55,9 @@ class CpuQueue final : public Queue {
   };
 
   Fence Enqueue(Work work, CompletionCallback callback);
+  // Runs one dispatch on the calling thread and the pool.
+  absl::Status RunDispatch(const DispatchArgs& dispatch);
+  absl::Status RunNode(const GraphNode& node);
   void RunWorker();
 
   ThreadPool& pool_;
