@@ -14,6 +14,8 @@ std::string_view HandleKindName(HandleKind kind) {
       return "stream";
     case HandleKind::kKernel:
       return "kernel";
+    case HandleKind::kGraphExec:
+      return "graph exec";
     case HandleKind::kInvalid:
       break;
   }

@@ -16,6 +16,7 @@ enum class HandleKind : uint8_t {
   kBuffer = 2,
   kStream = 3,
   kKernel = 4,
+  kGraphExec = 5,
 };
 
 std::string_view HandleKindName(HandleKind kind);

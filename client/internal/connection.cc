@@ -91,7 +91,8 @@ Connection::Connection(std::string socket_path,
       streams_(hrx::v1::Streams::NewStub(channel_)),
       devices_(hrx::v1::Devices::NewStub(channel_)),
       kernels_(hrx::v1::Kernels::NewStub(channel_)),
-      events_(hrx::v1::Events::NewStub(channel_)) {}
+      events_(hrx::v1::Events::NewStub(channel_)),
+      graphs_(hrx::v1::Graphs::NewStub(channel_)) {}
 
 Connection::~Connection() {
   auto context = Context();

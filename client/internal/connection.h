@@ -22,6 +22,7 @@
 #include "shared/handle.h"
 #include "hrx/v1/device.grpc.pb.h"
 #include "hrx/v1/event.grpc.pb.h"
+#include "hrx/v1/graph.grpc.pb.h"
 #include "hrx/v1/kernel.grpc.pb.h"
 #include "hrx/v1/session.grpc.pb.h"
 #include "hrx/v1/status.grpc.pb.h"
@@ -70,6 +71,7 @@ class Connection {
   hrx::v1::Devices::Stub& devices() { return *devices_; }
   hrx::v1::Kernels::Stub& kernels() { return *kernels_; }
   hrx::v1::Events::Stub& events() { return *events_; }
+  hrx::v1::Graphs::Stub& graphs() { return *graphs_; }
 
   // A fresh event id for this session (the daemon checks uniqueness too).
   uint64_t NextEventId() { return next_event_id_.fetch_add(1); }
@@ -99,6 +101,7 @@ class Connection {
   const std::unique_ptr<hrx::v1::Devices::Stub> devices_;
   const std::unique_ptr<hrx::v1::Kernels::Stub> kernels_;
   const std::unique_ptr<hrx::v1::Events::Stub> events_;
+  const std::unique_ptr<hrx::v1::Graphs::Stub> graphs_;
   std::atomic<uint64_t> next_event_id_{1};
 
   absl::Mutex mu_;

@@ -145,6 +145,16 @@ absl::StatusOr<std::string> StreamState::Read(
   return std::move(*reply->mutable_data());
 }
 
+absl::StatusOr<hrx::v1::Profile> StreamState::LaunchProfiled(
+    const shared::WireHandle& exec) {
+  hrx::v1::StreamRequest request;
+  ToProto(exec, request.mutable_launch_profiled()->mutable_exec());
+  absl::MutexLock lock(&mu_);
+  auto reply = RoundTripLocked(std::move(request));
+  if (!reply.ok()) return reply.status();
+  return std::move(*reply->mutable_profile());
+}
+
 absl::StatusOr<bool> StreamState::Poll() {
   hrx::v1::StreamRequest request;
   request.mutable_poll();

@@ -38,6 +38,7 @@ class StreamState final : public StreamBatch {
   absl::StatusOr<std::string> Read(const shared::WireHandle& buffer,
                                    uint64_t offset, uint64_t length);
   absl::StatusOr<bool> Poll();
+  absl::StatusOr<hrx::v1::Profile> LaunchProfiled(const shared::WireHandle& exec);
 
   Connection& connection() const { return *connection_; }
   const std::shared_ptr<Connection>& shared_connection() const {

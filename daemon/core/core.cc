@@ -179,6 +179,7 @@ void Core::CloseSession(
     // commands hold what they use until they run.
     closing->buffers.Clear([](BufferEntry) {});
     closing->kernels.Clear([](KernelEntry) {});
+    closing->graph_execs.Clear([](GraphExecEntry) {});
     closing->events.clear();
     closing->exports.clear();
   }

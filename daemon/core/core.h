@@ -138,6 +138,24 @@ class Core {
     return backend_->export_kinds();
   }
 
+  // --- Graphs -----------------------------------------------------------
+  // Checks and prepares a recorded graph into an exec that replays on
+  // `stream` only. The exec owns its prepared commands and keeps the memory
+  // it binds (and its charge) until it is destroyed and its last launch has
+  // completed. INVALID_ARGUMENT for an empty fill or copy, unequal copies, a
+  // node waiting on itself or a later node, more than kMaxGraphNodes nodes,
+  // or labels that do not match the non-join nodes; otherwise as Submit.
+  absl::StatusOr<GraphExecInfo> CreateGraphExec(uint64_t session,
+                                                uint64_t stream,
+                                                GraphSpec spec);
+  absl::Status DestroyGraphExec(uint64_t session, uint64_t exec);
+  // Lets an exec whose launch failed be launched again.
+  absl::Status ClearGraphFailure(uint64_t session, uint64_t exec);
+  // A profiled launch: `done` gets each non-join node's device time.
+  void LaunchProfiled(
+      uint64_t session, uint64_t stream, uint64_t exec,
+      std::function<void(absl::StatusOr<std::vector<NodeTime>>)> done);
+
   // --- Kernels ----------------------------------------------------------
   // Loads `entry` from `code` and learns its signature. When `declared` is
   // set, it must match what the module declares ("signature_mismatch").

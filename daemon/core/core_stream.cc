@@ -130,6 +130,14 @@ absl::StatusOr<size_t> Core::Submit(uint64_t session, uint64_t stream,
         continue;
       }
       fence = queue.EnqueueWaitFor(*wait->queue, wait->fence);
+    } else if (auto* launch = std::get_if<planner::PreparedLaunch>(&step)) {
+      fence = queue.EnqueueGraph(launch->plan, nullptr);
+      if (fence.ok()) {
+        // Runs without locks (possibly inline): it only sets a flag.
+        queue.OnComplete(*fence, [failed = launch->failed](absl::Status s) {
+          if (!s.ok()) failed->store(true);
+        });
+      }
     } else {
       fence = queue.EnqueueDispatch(std::get<DispatchRef>(step));
     }

@@ -34,8 +34,12 @@ struct PreparedWait {
   backend::Queue* queue = nullptr;  // null: same queue, already ordered
   Fence fence = 0;
 };
+struct PreparedLaunch {
+  backend::GraphRef plan;
+  std::shared_ptr<std::atomic<bool>> failed;
+};
 using Prepared = std::variant<PreparedTransfer, PreparedUpload, PreparedRecord,
-                              PreparedWait, DispatchRef>;
+                              PreparedWait, DispatchRef, PreparedLaunch>;
 
 struct ResolvedView {
   MemoryRef memory;
@@ -267,6 +271,28 @@ class Planner {
                                     std::move(ids));
     }
     plan_.steps.push_back(std::move(prepared));
+    return absl::OkStatus();
+  }
+
+  absl::Status AddOne(size_t i, LaunchGraphCommand& launch) {
+    const std::string label = Label(prefix_, i, count_, "launch_graph", "");
+    HRX_ASSIGN_OR_RETURN(GraphExecEntry * exec,
+                         session_.graph_execs.Find(launch.exec, label));
+    if (exec->stream_id != stream_.id) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "graph_wrong_stream: %s: the graph was recorded on another stream "
+          "and replays only there. Fix: launch it on the stream that "
+          "recorded it.",
+          label));
+    }
+    if (exec->failed->load()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "graph_failed: %s: an earlier launch of this graph failed. Fix: "
+          "find why (the failing launch's sync reported it), then clear the "
+          "failure before launching again.",
+          label));
+    }
+    plan_.steps.push_back(PreparedLaunch{exec->plan, exec->failed});
     return absl::OkStatus();
   }
 

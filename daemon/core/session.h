@@ -3,6 +3,7 @@
 #ifndef HRX_DAEMON_CORE_SESSION_H_
 #define HRX_DAEMON_CORE_SESSION_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -61,6 +62,15 @@ struct EventEntry {
   backend::Fence fence = 0;
 };
 
+struct GraphExecEntry {
+  backend::GraphRef plan;
+  uint64_t stream_id = 0;  // the originating stream (StreamEntry::id)
+  bool profiled = false;
+  std::vector<std::string> labels;     // for each node; "" for joins
+  std::shared_ptr<std::atomic<bool>> failed;  // set when a launch failed
+  ChargeRef charge;  // the tenant's graph budget
+};
+
 struct KernelEntry {
   backend::KernelRef kernel;
   ChargeRef charge;  // the tenant's kernel budget
@@ -88,6 +98,8 @@ class Session {
       shared::HandleKind::kStream};
   HandleTable<KernelEntry> kernels ABSL_GUARDED_BY(mu){
       shared::HandleKind::kKernel};
+  HandleTable<GraphExecEntry> graph_execs ABSL_GUARDED_BY(mu){
+      shared::HandleKind::kGraphExec};
   absl::flat_hash_map<uint64_t, EventEntry> events ABSL_GUARDED_BY(mu);
   AllocationPool allocation_pool ABSL_GUARDED_BY(mu);
   StagingPool staging_pool ABSL_GUARDED_BY(mu);

@@ -67,9 +67,42 @@ struct DispatchCommand {
   std::vector<ViewRef> bindings;
 };
 
+// Replays a graph exec on its originating stream.
+struct LaunchGraphCommand {
+  uint64_t exec = 0;
+};
+
 using Command = std::variant<FillCommand, CopyCommand, UploadCommand,
                              RecordEventCommand, WaitEventCommand,
-                             DispatchCommand>;
+                             DispatchCommand, LaunchGraphCommand>;
+
+inline constexpr size_t kMaxGraphNodes = 4096;
+
+// A recorded graph as the client sends it to be finished.
+struct GraphNodeSpec {
+  enum class Op { kFill, kCopy, kDispatch, kJoin };
+  Op op = Op::kJoin;
+  FillCommand fill;
+  CopyCommand copy;
+  DispatchCommand dispatch;
+  std::vector<uint32_t> after;  // indices of earlier nodes
+};
+
+struct GraphSpec {
+  std::vector<GraphNodeSpec> nodes;
+  bool profiled = false;
+  std::vector<std::string> labels;  // one per non-join node when profiled
+};
+
+struct GraphExecInfo {
+  uint64_t handle = 0;
+  uint64_t binding_bytes = 0;  // distinct allocations bound, each once
+};
+
+struct NodeTime {
+  std::string label;
+  uint64_t nanoseconds = 0;
+};
 
 enum class AllocationKind {
   kDevice,  // unspecified contents

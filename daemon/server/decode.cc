@@ -179,12 +179,20 @@ absl::StatusOr<Command> Caller::DecodeCommand(const hrx::v1::Command& command,
       }
       return dispatch;
     }
+    case hrx::v1::Command::kLaunchGraph: {
+      auto exec = Object(command.launch_graph().exec(),
+                         shared::HandleKind::kGraphExec,
+                         label + " (launch_graph exec)");
+      if (!exec.ok()) return exec.status();
+      return LaunchGraphCommand{*exec};
+    }
     case hrx::v1::Command::OP_NOT_SET:
       break;
   }
   return absl::InvalidArgumentError(absl::StrFormat(
       "empty_command: submit command %d of %d has no operation set. Fix: "
-      "set one of fill, copy, upload, record_event, wait_event, dispatch.",
+      "set one of fill, copy, upload, record_event, wait_event, dispatch, "
+      "launch_graph.",
       index + 1, count));
 }
 
@@ -198,6 +206,52 @@ absl::StatusOr<std::vector<Command>> Caller::Commands(
     decoded.push_back(*std::move(command));
   }
   return decoded;
+}
+
+absl::StatusOr<GraphSpec> Caller::Graph(
+    const hrx::v1::CreateGraphExecRequest& request) const {
+  GraphSpec spec;
+  spec.profiled = request.profiled();
+  spec.labels.assign(request.labels().begin(), request.labels().end());
+  const int count = request.nodes_size();
+  for (int i = 0; i < count; ++i) {
+    const hrx::v1::GraphNode& node = request.nodes(i);
+    GraphNodeSpec out;
+    out.after.assign(node.after().begin(), node.after().end());
+    hrx::v1::Command command;
+    switch (node.op_case()) {
+      case hrx::v1::GraphNode::kFill:
+        *command.mutable_fill() = node.fill();
+        out.op = GraphNodeSpec::Op::kFill;
+        break;
+      case hrx::v1::GraphNode::kCopy:
+        *command.mutable_copy() = node.copy();
+        out.op = GraphNodeSpec::Op::kCopy;
+        break;
+      case hrx::v1::GraphNode::kDispatch:
+        *command.mutable_dispatch() = node.dispatch();
+        out.op = GraphNodeSpec::Op::kDispatch;
+        break;
+      case hrx::v1::GraphNode::kJoin:
+        out.op = GraphNodeSpec::Op::kJoin;
+        spec.nodes.push_back(std::move(out));
+        continue;
+      case hrx::v1::GraphNode::OP_NOT_SET:
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "empty_node: graph node %d of %d has no operation set. Fix: set "
+            "fill, copy, dispatch or join.",
+            i + 1, count));
+    }
+    auto decoded = DecodeCommand(command, i, count);
+    if (!decoded.ok()) return decoded.status();
+    if (auto* fill = std::get_if<FillCommand>(&*decoded)) out.fill = *fill;
+    if (auto* copy = std::get_if<CopyCommand>(&*decoded)) out.copy = *copy;
+    if (auto* dispatch = std::get_if<DispatchCommand>(&*decoded)) {
+      out.dispatch = std::move(*dispatch);
+    }
+    spec.nodes.push_back(std::move(out));
+  }
+  return spec;
 }
 
 absl::StatusOr<backend::KernelSignature> DecodeSignature(

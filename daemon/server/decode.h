@@ -14,6 +14,7 @@
 #include "daemon/core/types.h"
 #include "grpcpp/server_context.h"
 #include "daemon/backend/backend.h"
+#include "hrx/v1/graph.pb.h"
 #include "hrx/v1/kernel.pb.h"
 #include "hrx/v1/stream.pb.h"
 
@@ -47,6 +48,11 @@ class Caller {
   // command with no op set; the message names the command's position.
   absl::StatusOr<std::vector<Command>> Commands(
       const google::protobuf::RepeatedPtrField<hrx::v1::Command>& commands)
+      const;
+
+  // A recorded graph: each node's command decoded as a submit command would
+  // be (positions name "graph node").
+  absl::StatusOr<GraphSpec> Graph(const hrx::v1::CreateGraphExecRequest& request)
       const;
 
  private:

@@ -19,6 +19,7 @@ class Services {
         streams(core, peers),
         kernels(core, peers),
         events(core, peers),
+        graphs(core, peers),
         status(core, peers),
         admin(core, peers) {}
   PeerRegistry peers;  // first: the services below refer to it
@@ -28,6 +29,7 @@ class Services {
   StreamsService streams;
   KernelsService kernels;
   EventsService events;
+  GraphsService graphs;
   DaemonStatusService status;
   AdminService admin;
 };
@@ -55,6 +57,7 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
   builder.RegisterService(&services->streams);
   builder.RegisterService(&services->kernels);
   builder.RegisterService(&services->events);
+  builder.RegisterService(&services->graphs);
   builder.RegisterService(&services->status);
   builder.RegisterService(&services->admin);
   // No listening port: LocalListener accepts connections itself, to read

@@ -442,6 +442,50 @@ grpc::ServerUnaryReactor* DaemonStatusService::GetStatus(
 
 namespace hrx::daemon {
 
+grpc::ServerUnaryReactor* GraphsService::CreateExec(
+    grpc::CallbackServerContext* context,
+    const hrx::v1::CreateGraphExecRequest* request,
+    hrx::v1::CreateGraphExecResponse* response) {
+  auto caller = DecodeCaller(*context, core_, peers_);
+  if (!caller.ok()) return Finish(context, caller.status());
+  auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
+                               "finish graph stream");
+  if (!stream.ok()) return Finish(context, stream.status());
+  auto spec = caller->Graph(*request);
+  if (!spec.ok()) return Finish(context, spec.status());
+  auto exec = core_.CreateGraphExec(caller->session(), *stream,
+                                    *std::move(spec));
+  if (exec.ok()) {
+    caller->Seal(exec->handle, response->mutable_exec());
+    response->set_binding_bytes(exec->binding_bytes);
+  }
+  return Finish(context, exec.status());
+}
+
+grpc::ServerUnaryReactor* GraphsService::DestroyExec(
+    grpc::CallbackServerContext* context,
+    const hrx::v1::GraphExecRequest* request,
+    hrx::v1::GraphExecResponse* response) {
+  auto caller = DecodeCaller(*context, core_, peers_);
+  if (!caller.ok()) return Finish(context, caller.status());
+  auto exec = caller->Object(request->exec(), shared::HandleKind::kGraphExec,
+                             "destroy graph exec");
+  if (!exec.ok()) return Finish(context, exec.status());
+  return Finish(context, core_.DestroyGraphExec(caller->session(), *exec));
+}
+
+grpc::ServerUnaryReactor* GraphsService::ClearFailure(
+    grpc::CallbackServerContext* context,
+    const hrx::v1::GraphExecRequest* request,
+    hrx::v1::GraphExecResponse* response) {
+  auto caller = DecodeCaller(*context, core_, peers_);
+  if (!caller.ok()) return Finish(context, caller.status());
+  auto exec = caller->Object(request->exec(), shared::HandleKind::kGraphExec,
+                             "clear graph failure");
+  if (!exec.ok()) return Finish(context, exec.status());
+  return Finish(context, core_.ClearGraphFailure(caller->session(), *exec));
+}
+
 grpc::ServerUnaryReactor* AdminService::ListTenants(
     grpc::CallbackServerContext* context,
     const hrx::v1::ListTenantsRequest* request,

@@ -11,6 +11,7 @@
 #include "hrx/v1/buffer.grpc.pb.h"
 #include "hrx/v1/device.grpc.pb.h"
 #include "hrx/v1/event.grpc.pb.h"
+#include "hrx/v1/graph.grpc.pb.h"
 #include "hrx/v1/kernel.grpc.pb.h"
 #include "hrx/v1/session.grpc.pb.h"
 #include "hrx/v1/status.grpc.pb.h"
@@ -177,6 +178,28 @@ class DaemonStatusService final
       grpc::CallbackServerContext* context,
       const hrx::v1::GetStatusRequest* request,
       hrx::v1::GetStatusResponse* response) override;
+
+ private:
+  Core& core_;
+  const PeerRegistry& peers_;
+};
+
+class GraphsService final : public hrx::v1::Graphs::CallbackService {
+ public:
+  GraphsService(Core& core, const PeerRegistry& peers)
+      : core_(core), peers_(peers) {}
+  grpc::ServerUnaryReactor* CreateExec(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::CreateGraphExecRequest* request,
+      hrx::v1::CreateGraphExecResponse* response) override;
+  grpc::ServerUnaryReactor* DestroyExec(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::GraphExecRequest* request,
+      hrx::v1::GraphExecResponse* response) override;
+  grpc::ServerUnaryReactor* ClearFailure(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::GraphExecRequest* request,
+      hrx::v1::GraphExecResponse* response) override;
 
  private:
   Core& core_;

@@ -132,6 +132,31 @@ void StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
                  });
       return;
     }
+    case hrx::v1::StreamRequest::kLaunchProfiled: {
+      if (absl::Status deferred = TakeDeferred(); !deferred.ok()) {
+        return Send(NewReply(token, deferred));
+      }
+      auto exec = caller_->Object(request.launch_profiled().exec(),
+                                  shared::HandleKind::kGraphExec,
+                                  "launch profiled");
+      if (!exec.ok()) return Send(NewReply(token, exec.status()));
+      Begin();
+      core_.LaunchProfiled(
+          session_, stream_, *exec,
+          [this, token](absl::StatusOr<std::vector<NodeTime>> profile) {
+            Reply reply = NewReply(token, profile.status());
+            if (profile.ok()) {
+              hrx::v1::Profile* out = reply->mutable_profile();
+              for (const NodeTime& node : *profile) {
+                hrx::v1::ProfiledNode* wire = out->add_nodes();
+                wire->set_label(node.label);
+                wire->set_nanoseconds(node.nanoseconds);
+              }
+            }
+            Complete(std::move(reply));
+          });
+      return;
+    }
     case hrx::v1::StreamRequest::kPoll: {
       if (absl::Status deferred = TakeDeferred(); !deferred.ok()) {
         return Send(NewReply(token, deferred));

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "hrx/buffer.h"
 #include "hrx/event.h"
+#include "hrx/graph.h"
 #include "hrx/kernel.h"
 #include "hrx/stream.h"
 

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "hrx/buffer.h"
 #include "hrx/event.h"
+#include "hrx/graph.h"
 #include "hrx/kernel.h"
 #include "hrx/mapping.h"
 
@@ -173,6 +174,19 @@ class Stream {
   absl::Status WaitEvent(const Event& event);
   Submission Submit() { return Submission(*this); }
 
+  // --- Graphs -----------------------------------------------------------
+  // Starts recording a graph that will replay on this stream.
+  Graph BeginGraph();
+  // Replays `exec` with one command, in stream order. FAILED_PRECONDITION
+  // for an exec of another stream ("graph_wrong_stream"); a launch that
+  // fails marks the exec, and later launches are refused ("graph_failed")
+  // until GraphExec::ClearFailure.
+  absl::Status Launch(const GraphExec& exec);
+  // A profiled launch (FinishProfiled execs): runs the nodes one at a time
+  // and returns each one's device time with its label. Waits for the launch.
+  // Profiling adds barriers: diagnostic, not performance evidence.
+  absl::StatusOr<std::vector<NodeProfile>> LaunchProfiled(const GraphExec& exec);
+
   // Transfers of at least `bytes` use the shared staging region; 0 always,
   // UINT64_MAX never.
   void SetSharedTransferThreshold(uint64_t bytes) { shared_threshold_ = bytes; }
@@ -188,6 +202,7 @@ class Stream {
   friend class Device;
   friend class Readback;
   friend class Submission;
+  friend class Graph;
   explicit Stream(std::shared_ptr<client::internal::StreamState> state);
   absl::Status CheckOwned(const View& view, const char* what) const;
   absl::StatusOr<Buffer> AllocateWith(uint64_t bytes, int contents,

@@ -54,6 +54,10 @@ void CpuQueue::RunWorker() {
       pending_.pop_front();
     }
     absl::Status result = entry.work ? entry.work() : absl::OkStatus();
+    // Let go of what the command held (memory, kernels, staging) before its
+    // completion is published: whoever observes the fence must also see
+    // those released — reservations ride on that memory.
+    entry.work = nullptr;
     absl::Status queue_status;
     std::vector<CompletionCallback> ready;
     {
