@@ -1,7 +1,10 @@
 #include "daemon/logging.h"
 
 #include "absl/strings/str_format.h"
+#include <cstdlib>
+
 #include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/sinks/systemd_sink.h"
 #include "spdlog/spdlog.h"
 
 namespace hrx::daemon {
@@ -20,10 +23,28 @@ absl::Status InitLogging(const std::string& level) {
   return absl::OkStatus();
 }
 
+namespace {
+
+spdlog::sink_ptr& Sink() {
+  static spdlog::sink_ptr sink;
+  return sink;
+}
+
+}  // namespace
+
 std::shared_ptr<spdlog::logger> Logger(const std::string& component) {
   if (auto existing = spdlog::get(component)) return existing;
-  auto logger = spdlog::stderr_color_mt(component);
+  if (Sink() == nullptr) {
+    const char* journal = std::getenv("JOURNAL_STREAM");
+    if (journal != nullptr && journal[0] != '\0') {
+      Sink() = std::make_shared<spdlog::sinks::systemd_sink_mt>("hrxd");
+    } else {
+      Sink() = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+    }
+  }
+  auto logger = std::make_shared<spdlog::logger>(component, Sink());
   logger->set_level(spdlog::get_level());
+  spdlog::register_logger(logger);
   return logger;
 }
 

@@ -12,7 +12,8 @@
 namespace hrx::daemon {
 
 // `level` is one of trace, debug, info, warn, error, critical, off.
-// INVALID_ARGUMENT for anything else.
+// INVALID_ARGUMENT for anything else. Under systemd (JOURNAL_STREAM set)
+// logs go to the journal with priorities; otherwise to stderr.
 absl::Status InitLogging(const std::string& level);
 
 // The named component logger, created on first use.

@@ -25,6 +25,9 @@ ABSL_FLAG(int64_t, ticket_lifetime_ms, 10000,
 ABSL_FLAG(std::string, listen, "",
           "also serve remote callers on HOST:PORT, over TLS with client "
           "certificates (needs --tls_cert, --tls_key, --tls_client_ca)");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "serve Prometheus text metrics at http://HOST:PORT/metrics (off "
+          "when empty; keep it on loopback, e.g. 127.0.0.1:9464)");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for --listen");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --listen");
 ABSL_FLAG(std::string, tls_client_ca, "",
@@ -54,6 +57,7 @@ int main(int argc, char** argv) {
   options.config_path = absl::GetFlag(FLAGS_config);
   options.ticket_lifetime_ms = absl::GetFlag(FLAGS_ticket_lifetime_ms);
   options.listen_address = absl::GetFlag(FLAGS_listen);
+  options.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
   options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_path = absl::GetFlag(FLAGS_tls_key);
   options.tls_client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);

@@ -1,8 +1,12 @@
 #include "daemon/run.h"
 
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -13,6 +17,8 @@
 #include "daemon/core/core.h"
 #include "daemon/core/tenants.h"
 #include "daemon/logging.h"
+#include "daemon/metrics.h"
+#include "daemon/notify.h"
 #include "daemon/server/server.h"
 #include "daemon/socket_guard.h"
 #include "shared/bytes.h"
@@ -25,19 +31,14 @@ namespace {
 // How long calls in progress get to finish at shutdown before cancellation.
 constexpr absl::Duration kShutdownGrace = absl::Seconds(10);
 
-sigset_t StopSignals() {
+// Handled by the main loop (blocked everywhere else): stop and reload.
+sigset_t HandledSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   return signals;
-}
-
-int WaitForStopSignal(const sigset_t& signals) {
-  int signal_number = 0;
-  while (sigwait(&signals, &signal_number) != 0) {
-  }
-  return signal_number;
 }
 
 absl::StatusOr<std::string> ReadPem(const std::string& path,
@@ -74,23 +75,58 @@ absl::StatusOr<RemoteListener> ReadRemoteListener(
   return remote;
 }
 
+
+// The socket systemd passed (socket activation), if any, and its path.
+struct Activation {
+  int fd = -1;
+  std::string path;
+};
+
+Activation InheritedSocket() {
+  Activation activation;
+  if (sd_listen_fds(/*unset_environment=*/1) != 1) return activation;
+  const int fd = SD_LISTEN_FDS_START;
+  if (sd_is_socket_unix(fd, SOCK_STREAM, /*listening=*/1, nullptr, 0) <= 0) {
+    return activation;
+  }
+  sockaddr_un address{};
+  socklen_t length = sizeof(address);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    return activation;
+  }
+  activation.fd = fd;
+  activation.path = address.sun_path;
+  return activation;
+}
+
+std::string StatusLine(Core& core) {
+  const CoreStatus status = core.status();
+  return absl::StrFormat(
+      "serving %u sessions, %u streams, %s in use on %s (%s)", status.sessions,
+      status.streams, shared::FormatBytes(status.bytes_in_use),
+      status.device.backend, status.device.target);
+}
+
 }  // namespace
 
 absl::Status Run(const DaemonOptions& options) {
-  const sigset_t stop_signals = StopSignals();
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const sigset_t signals = HandledSignals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   HRX_RETURN_IF_ERROR(InitLogging(options.log_level));
   auto log = Logger("daemon");
+  Notifier notifier;
   if (options.queue_count == 0) {
     return absl::InvalidArgumentError(
         "bad_queue_count: --queue_count=0: the queue pool needs at least one "
         "queue. Fix: pass a positive --queue_count (default 8).");
   }
-  const std::string socket_path = options.socket_path.empty()
-                                      ? shared::DefaultSocketPath()
-                                      : options.socket_path;
+  const Activation activation = InheritedSocket();
+  const std::string socket_path =
+      activation.fd >= 0 ? activation.path
+      : options.socket_path.empty() ? shared::DefaultSocketPath()
+                                    : options.socket_path;
   std::shared_ptr<TenantRegistry> tenants;
   if (options.config_path.empty()) {
     tenants = TenantRegistry::BuiltIn(geteuid());
@@ -104,8 +140,12 @@ absl::Status Run(const DaemonOptions& options) {
   if (!options.listen_address.empty()) {
     HRX_ASSIGN_OR_RETURN(remote, ReadRemoteListener(options));
   }
-  HRX_ASSIGN_OR_RETURN(std::unique_ptr<SocketGuard> guard,
-                       SocketGuard::Claim(socket_path, options.socket_mode));
+  // Under socket activation the service manager owns the socket's path.
+  std::unique_ptr<SocketGuard> guard;
+  if (activation.fd < 0) {
+    HRX_ASSIGN_OR_RETURN(guard,
+                         SocketGuard::Claim(socket_path, options.socket_mode));
+  }
 
   auto backend_log = Logger("backend");
   HRX_ASSIGN_OR_RETURN(
@@ -115,30 +155,71 @@ absl::Status Run(const DaemonOptions& options) {
   const backend::DeviceProperties properties = backend->properties();
   CoreOptions core_options;
   core_options.queue_count = options.queue_count;
-  core_options.tenants = std::move(tenants);
+  core_options.tenants = tenants;
   core_options.ticket_lifetime = absl::Milliseconds(options.ticket_lifetime_ms);
   auto core = std::make_unique<Core>(std::move(backend), core_options);
-  HRX_ASSIGN_OR_RETURN(std::unique_ptr<DaemonServer> server,
-                       DaemonServer::Start(*core, socket_path,
-                                           options.socket_mode, remote));
+  HRX_ASSIGN_OR_RETURN(
+      std::unique_ptr<DaemonServer> server,
+      DaemonServer::Start(*core, socket_path, options.socket_mode, remote,
+                          activation.fd));
   if (remote) {
     log->info("also listening on {} (TLS, client certificates required)",
               remote->address);
   }
+  std::unique_ptr<MetricsServer> metrics;
+  if (!options.metrics_address.empty()) {
+    HRX_ASSIGN_OR_RETURN(metrics,
+                         MetricsServer::Start(options.metrics_address, *core));
+    log->info("metrics on http://{}/metrics", options.metrics_address);
+  }
 
-  log->info("hrxd listening on unix:{} (backend {}, device \"{}\", target {}, "
-            "{} of device memory, {} queues)",
-            socket_path, properties.backend, properties.name,
-            properties.target, shared::FormatBytes(properties.memory_bytes),
-            options.queue_count);
+  log->info("hrxd listening on unix:{}{} (backend {}, device \"{}\", target "
+            "{}, {} of device memory, {} queues)",
+            socket_path, activation.fd >= 0 ? " (socket activation)" : "",
+            properties.backend, properties.name, properties.target,
+            shared::FormatBytes(properties.memory_bytes), options.queue_count);
   std::printf("hrxd is listening on %s\ntry:  bazel-bin/client/hrxctl "
               "--socket=%s status\n",
               socket_path.c_str(), socket_path.c_str());
   std::fflush(stdout);
+  notifier.Ready(StatusLine(*core));
 
-  const int signal_number = WaitForStopSignal(stop_signals);
+  // The main loop: signals, and a watchdog ping each time it comes round
+  // having proved the core answers (status() takes the core's locks).
+  const std::optional<absl::Duration> watchdog = Notifier::WatchdogInterval();
+  const absl::Duration tick =
+      watchdog ? std::min(*watchdog / 2, absl::Seconds(5)) : absl::Seconds(5);
+  int stop_signal = 0;
+  while (stop_signal == 0) {
+    const timespec timeout = absl::ToTimespec(tick);
+    const int received = sigtimedwait(&signals, nullptr, &timeout);
+    if (received == SIGINT || received == SIGTERM) {
+      stop_signal = received;
+    } else if (received == SIGHUP) {
+      notifier.Reloading();
+      if (options.config_path.empty()) {
+        log->warn("SIGHUP: no --config to reload");
+      } else {
+        auto fresh = TenantRegistry::Load(options.config_path);
+        if (fresh.ok()) {
+          core->ReloadTenants(std::move(**fresh));
+          log->info("SIGHUP: reloaded tenants and budgets from {}",
+                    options.config_path);
+        } else {
+          log->error("SIGHUP: kept the previous config: {}",
+                     std::string(fresh.status().message()));
+        }
+      }
+      notifier.ReloadDone(StatusLine(*core));
+    }
+    const std::string status = StatusLine(*core);
+    if (watchdog) notifier.Watchdog();
+    notifier.Status(status);
+  }
   log->info("received {}: no longer accepting calls, draining queued work",
-            signal_number == SIGINT ? "SIGINT" : "SIGTERM");
+            stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+  notifier.Stopping("draining queued work");
+  metrics.reset();
   server->Shutdown(kShutdownGrace);
   core->Drain();
   server.reset();

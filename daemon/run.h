@@ -1,5 +1,6 @@
-// hrxd's life: claim the socket, open the backend, serve until SIGINT or
-// SIGTERM, then stop accepting, drain queued work and clean up.
+// hrxd's life: claim the socket (or take the one systemd passed), open the
+// backend, serve — reloading tenants on SIGHUP, reporting to systemd — until
+// SIGINT or SIGTERM, then stop accepting, drain queued work and clean up.
 #ifndef HRX_DAEMON_RUN_H_
 #define HRX_DAEMON_RUN_H_
 
@@ -22,6 +23,8 @@ struct DaemonOptions {
   // Remote access: all four or none (the daemon refuses TCP without TLS).
   std::string listen_address;       // HOST:PORT
   std::string tls_cert_path, tls_key_path, tls_client_ca_path;
+  // Prometheus text metrics over HTTP on HOST:PORT; empty: off.
+  std::string metrics_address;
 };
 
 // Blocks until a stop signal; OK after a clean shutdown. Must be called

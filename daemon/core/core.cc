@@ -730,6 +730,22 @@ absl::Status Core::ReleaseEvent(uint64_t session, uint64_t event) {
   return absl::OkStatus();
 }
 
+void Core::CountRefusal(const absl::Status& status) {
+  if (status.ok()) return;
+  const std::string message(status.message());
+  const size_t colon = message.find(':');
+  std::string reason(colon == std::string::npos ? "other"
+                                                      : message.substr(0, colon));
+  if (reason.find(' ') != std::string::npos) reason = "other";
+  absl::MutexLock lock(&mu_);
+  ++refusals_[reason];
+}
+
+std::map<std::string, uint64_t> Core::refusals() const {
+  absl::MutexLock lock(&mu_);
+  return refusals_;
+}
+
 void Core::Drain() { queues_.DrainAll(); }
 
 }  // namespace hrx::daemon

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -94,6 +95,8 @@ class Core {
   std::vector<TenantUsage> ListTenants() const;
   std::vector<SessionSummary> ListSessions(const std::string& tenant) const;
   absl::Status SetBudget(const std::string& tenant, const Limits& limits);
+  // Takes a newly read config's tenants (see TenantRegistry::Reload).
+  void ReloadTenants(TenantRegistry&& fresh) { tenants_->Reload(std::move(fresh)); }
   // Closes a session as if its client had: drains, then frees everything.
   void EvictSession(uint64_t session,
                     std::function<void(absl::StatusOr<CloseSummary>)> done);
@@ -195,6 +198,10 @@ class Core {
   void SynchronizeEvent(uint64_t session, uint64_t event, DoneCallback done);
   absl::Status ReleaseEvent(uint64_t session, uint64_t event);
 
+  // Counts a refused call by its reason token (the message up to ':').
+  void CountRefusal(const absl::Status& status);
+  std::map<std::string, uint64_t> refusals() const;
+
   // Waits for everything enqueued so far (daemon shutdown).
   void Drain();
 
@@ -232,6 +239,8 @@ class Core {
   absl::flat_hash_map<std::string, TicketEntry> tickets_ ABSL_GUARDED_BY(mu_);
   // Drops the grants of `memory` (null: every grant of `owner_session`).
   void RevokeGrantsOf(uint64_t owner_session, const backend::Memory* memory);
+
+  std::map<std::string, uint64_t> refusals_ ABSL_GUARDED_BY(mu_);
 
   // Last: its thread calls back into Core until it is destroyed, first.
   std::unique_ptr<ProcessWatcher> watcher_;

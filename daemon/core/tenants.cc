@@ -194,6 +194,7 @@ absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Parse(
     entry.gids.assign(tenant.gids().begin(), tenant.gids().end());
     entry.subjects.assign(tenant.certificate_subjects().begin(),
                           tenant.certificate_subjects().end());
+    absl::MutexLock lock(&registry->mu_);
     registry->entries_.push_back(std::move(entry));
   }
   const hrx::v1::Tenant& fallback = config.default_tenant();
@@ -204,6 +205,7 @@ absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Parse(
                        "default_tenant.role",
                        "unknown callers cannot be admins");
   }
+  absl::MutexLock lock(&registry->mu_);
   registry->default_ = std::make_shared<Tenant>(
       "default", fallback.role(), LimitsFromBudget(fallback.budget()));
   return registry;
@@ -211,6 +213,7 @@ absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Parse(
 
 std::unique_ptr<TenantRegistry> TenantRegistry::BuiltIn(uid_t daemon_uid) {
   auto registry = std::unique_ptr<TenantRegistry>(new TenantRegistry());
+  absl::MutexLock lock(&registry->mu_);
   Entry local;
   local.tenant = std::make_shared<Tenant>("local", hrx::v1::ROLE_ADMIN, Limits{});
   local.uids = {static_cast<uint32_t>(daemon_uid)};
@@ -221,8 +224,30 @@ std::unique_ptr<TenantRegistry> TenantRegistry::BuiltIn(uid_t daemon_uid) {
   return registry;
 }
 
+void TenantRegistry::Reload(TenantRegistry&& fresh) {
+  absl::MutexLock lock(&mu_);
+  absl::MutexLock fresh_lock(&fresh.mu_);
+  auto adopt = [&](std::shared_ptr<Tenant>& incoming) {
+    std::shared_ptr<Tenant> existing =
+        incoming->name() == "default" ? default_ : nullptr;
+    for (const Entry& entry : entries_) {
+      if (entry.tenant->name() == incoming->name()) existing = entry.tenant;
+    }
+    if (existing != nullptr) {
+      existing->SetLimits(incoming->limits());
+      existing->set_role(incoming->role());
+      incoming = existing;
+    }
+  };
+  for (Entry& entry : fresh.entries_) adopt(entry.tenant);
+  adopt(fresh.default_);
+  entries_ = std::move(fresh.entries_);
+  default_ = std::move(fresh.default_);
+}
+
 std::shared_ptr<Tenant> TenantRegistry::Resolve(
     const PeerIdentity& identity) const {
+  absl::MutexLock lock(&mu_);
   if (identity.pid == 0 && !identity.certificate_subject.empty()) {
     for (const Entry& entry : entries_) {
       if (std::find(entry.subjects.begin(), entry.subjects.end(),
@@ -248,6 +273,7 @@ std::shared_ptr<Tenant> TenantRegistry::Resolve(
 }
 
 std::shared_ptr<Tenant> TenantRegistry::Find(std::string_view name) const {
+  absl::MutexLock lock(&mu_);
   if (name == "default") return default_;
   for (const Entry& entry : entries_) {
     if (entry.tenant->name() == name) return entry.tenant;
@@ -256,6 +282,7 @@ std::shared_ptr<Tenant> TenantRegistry::Find(std::string_view name) const {
 }
 
 std::vector<std::shared_ptr<Tenant>> TenantRegistry::All() const {
+  absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<Tenant>> all;
   for (const Entry& entry : entries_) all.push_back(entry.tenant);
   all.push_back(default_);

@@ -10,6 +10,7 @@
 #define HRX_DAEMON_CORE_TENANTS_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -81,14 +82,15 @@ class Tenant : public std::enable_shared_from_this<Tenant> {
   bool Unlimited(Resource resource) const;
 
   const std::string& name() const { return name_; }
-  hrx::v1::Role role() const { return role_; }
+  hrx::v1::Role role() const { return role_.load(); }
+  void set_role(hrx::v1::Role role) { role_.store(role); }
 
  private:
   friend class Charge;
   void Release(Resource resource, uint64_t amount);
 
   const std::string name_;
-  const hrx::v1::Role role_;
+  std::atomic<hrx::v1::Role> role_;  // a reload may change it
   mutable absl::Mutex mu_;
   Limits limits_ ABSL_GUARDED_BY(mu_);
   UsageCounts usage_ ABSL_GUARDED_BY(mu_) = {};
@@ -113,14 +115,21 @@ class TenantRegistry {
   std::shared_ptr<Tenant> Find(std::string_view name) const;
   std::vector<std::shared_ptr<Tenant>> All() const;  // default last
 
+  // Takes the tenants of `fresh` (a newly parsed config) in place of these.
+  // A tenant that keeps its name keeps its object — and so its current use
+  // and the charges sessions hold — with the new role, budget and members.
+  // Tenants that disappear stop matching callers; their sessions keep them.
+  void Reload(TenantRegistry&& fresh);
+
  private:
   struct Entry {
     std::shared_ptr<Tenant> tenant;
     std::vector<uint32_t> uids, gids;
     std::vector<std::string> subjects;
   };
-  std::vector<Entry> entries_;
-  std::shared_ptr<Tenant> default_;
+  mutable absl::Mutex mu_;
+  std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Tenant> default_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace hrx::daemon

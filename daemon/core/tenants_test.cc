@@ -94,5 +94,26 @@ TEST(TenantRegistryTest, ConfigErrorsNameTheFileLineAndField) {
                        HasSubstr("default_tenant.role")));
 }
 
+TEST(TenantRegistryTest, ReloadKeepsTenantsThatKeepTheirNameAndTheirUse) {
+  auto registry = TenantRegistry::Parse(kConfig, "test.conf");
+  std::shared_ptr<Tenant> ml = (*registry)->Find("ml");
+  auto held = ml->Reserve(Resource::kDeviceBytes, 1000, "t", "u");
+  ASSERT_THAT(held.status(), IsOk());
+  auto fresh = TenantRegistry::Parse(
+      "tenants { name: \"ml\" uids: 4001 role: ROLE_OBSERVER "
+      "budget { device_bytes: 2048 } }\n"
+      "tenants { name: \"new\" uids: 4005 }\n",
+      "fresh.conf");
+  ASSERT_THAT(fresh.status(), IsOk());
+  (*registry)->Reload(std::move(**fresh));
+  EXPECT_EQ((*registry)->Find("ml"), ml);  // the same object, use kept
+  EXPECT_EQ(ml->usage()[0], 1000u);
+  EXPECT_EQ(ml->limits()[0], 2048u);
+  EXPECT_EQ(ml->role(), hrx::v1::ROLE_OBSERVER);
+  EXPECT_EQ((*registry)->Resolve({4005, 1, 1, ""})->name(), "new");
+  EXPECT_EQ((*registry)->Find("ops"), nullptr);
+  EXPECT_EQ((*registry)->Resolve({4002, 50, 1, ""})->name(), "default");
+}
+
 }  // namespace
 }  // namespace hrx::daemon

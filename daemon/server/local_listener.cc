@@ -56,6 +56,17 @@ absl::StatusOr<std::unique_ptr<LocalListener>> LocalListener::Start(
   return listener;
 }
 
+absl::StatusOr<std::unique_ptr<LocalListener>> LocalListener::FromFd(
+    int listen_fd, grpc::Server& server, PeerRegistry& peers) {
+  const int wake = eventfd(0, EFD_CLOEXEC);
+  if (wake < 0) return Failed("eventfd for", "the inherited socket");
+  fcntl(listen_fd, F_SETFD, FD_CLOEXEC);
+  auto listener = std::unique_ptr<LocalListener>(
+      new LocalListener(listen_fd, wake, server, peers));
+  listener->thread_ = std::thread([raw = listener.get()] { raw->AcceptLoop(); });
+  return listener;
+}
+
 LocalListener::LocalListener(int listen_fd, int wake_fd, grpc::Server& server,
                              PeerRegistry& peers)
     : listen_fd_(listen_fd), wake_fd_(wake_fd), server_(server), peers_(peers) {}

@@ -22,6 +22,10 @@ class LocalListener {
   static absl::StatusOr<std::unique_ptr<LocalListener>> Start(
       const std::string& socket_path, unsigned socket_mode,
       grpc::Server& server, PeerRegistry& peers);
+  // Accepts on `listen_fd`, a listening Unix socket the service manager
+  // passed (socket activation); the listener takes ownership.
+  static absl::StatusOr<std::unique_ptr<LocalListener>> FromFd(
+      int listen_fd, grpc::Server& server, PeerRegistry& peers);
   ~LocalListener();  // Stop()
 
   // Stops accepting; connections already handed to gRPC are unaffected.

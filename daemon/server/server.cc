@@ -36,7 +36,7 @@ class Services {
 
 absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
     Core& core, const std::string& socket_path, unsigned socket_mode,
-    const std::optional<RemoteListener>& remote) {
+    const std::optional<RemoteListener>& remote, int inherited_fd) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   auto services = std::make_unique<Services>(core);
@@ -74,7 +74,10 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
       FdChannel::Start(FdChannelPath(socket_path), socket_mode, core);
   if (!fd_channel.ok()) return fd_channel.status();
   auto listener =
-      LocalListener::Start(socket_path, socket_mode, *server, services->peers);
+      inherited_fd >= 0
+          ? LocalListener::FromFd(inherited_fd, *server, services->peers)
+          : LocalListener::Start(socket_path, socket_mode, *server,
+                                 services->peers);
   if (!listener.ok()) return listener.status();
   return std::unique_ptr<DaemonServer>(
       new DaemonServer(std::move(services), std::move(server),

@@ -35,9 +35,12 @@ class DaemonServer {
  public:
   // Listens on the Unix socket at `socket_path` (which must not exist),
   // created with `socket_mode`.
+  // With `inherited_fd` >= 0 (socket activation), accepts on that listening
+  // socket instead of creating `socket_path`.
   static absl::StatusOr<std::unique_ptr<DaemonServer>> Start(
       Core& core, const std::string& socket_path, unsigned socket_mode,
-      const std::optional<RemoteListener>& remote = std::nullopt);
+      const std::optional<RemoteListener>& remote = std::nullopt,
+      int inherited_fd = -1);
   ~DaemonServer();
 
   // Stops accepting calls and waits up to `grace` for calls in progress

@@ -16,16 +16,19 @@ namespace {
 using ::hrx::shared::ToGrpcStatus;
 
 // Finishes `reactor` with `status`; returns the reactor for the handler.
-grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
+grpc::ServerUnaryReactor* Finish(Core& core,
+                                 grpc::CallbackServerContext* context,
                                  const absl::Status& status) {
+  core.CountRefusal(status);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 
 // A completion for Core's asynchronous methods that finishes the call.
-DoneCallback FinishLater(grpc::ServerUnaryReactor* reactor) {
-  return [reactor](absl::Status status) {
+DoneCallback FinishLater(Core& core, grpc::ServerUnaryReactor* reactor) {
+  return [&core, reactor](absl::Status status) {
+    core.CountRefusal(status);
     reactor->Finish(ToGrpcStatus(status));
   };
 }
@@ -59,12 +62,12 @@ grpc::ServerUnaryReactor* SessionsService::OpenSession(
     const hrx::v1::OpenSessionRequest* request,
     hrx::v1::OpenSessionResponse* response) {
   auto identity = Identify(*context, peers_);
-  if (!identity.ok()) return Finish(context, identity.status());
+  if (!identity.ok()) return Finish(core_, context, identity.status());
   auto session = core_.OpenSession(request->client_name(), *identity);
   if (session.ok()) {
     FromWire(core_.handles().SealSession(*session), response->mutable_session());
   }
-  return Finish(context, session.status());
+  return Finish(core_, context, session.status());
 }
 
 grpc::ServerUnaryReactor* SessionsService::CloseSession(
@@ -72,7 +75,7 @@ grpc::ServerUnaryReactor* SessionsService::CloseSession(
     const hrx::v1::CloseSessionRequest* request,
     hrx::v1::CloseSessionResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   core_.CloseSession(session, [reactor, response](
@@ -91,7 +94,7 @@ grpc::ServerUnaryReactor* DevicesService::GetDeviceInfo(
     const hrx::v1::GetDeviceInfoRequest* request,
     hrx::v1::DeviceInfo* response) {
   EncodeDeviceInfo(core_.device_info(), response);
-  return Finish(context, absl::OkStatus());
+  return Finish(core_, context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* DevicesService::SetQueueCount(
@@ -99,8 +102,8 @@ grpc::ServerUnaryReactor* DevicesService::SetQueueCount(
     const hrx::v1::SetQueueCountRequest* request,
     hrx::v1::SetQueueCountResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
-  return Finish(context, core_.SetQueueCount(caller->session(), request->count()));
+  if (!caller.ok()) return Finish(core_, context, caller.status());
+  return Finish(core_, context, core_.SetQueueCount(caller->session(), request->count()));
 }
 
 grpc::ServerUnaryReactor* KernelsService::LoadKernel(
@@ -108,12 +111,12 @@ grpc::ServerUnaryReactor* KernelsService::LoadKernel(
     const hrx::v1::LoadKernelRequest* request,
     hrx::v1::LoadKernelResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
   std::optional<backend::KernelSignature> declared;
   if (request->has_declared()) {
     auto decoded = DecodeSignature(request->declared());
-    if (!decoded.ok()) return Finish(context, decoded.status());
+    if (!decoded.ok()) return Finish(core_, context, decoded.status());
     declared = *std::move(decoded);
   }
   auto kernel = core_.LoadKernel(session, request->code(), request->entry(),
@@ -122,7 +125,7 @@ grpc::ServerUnaryReactor* KernelsService::LoadKernel(
     caller->Seal(kernel->handle, response->mutable_kernel());
     EncodeSignature(kernel->signature, response->mutable_signature());
   }
-  return Finish(context, kernel.status());
+  return Finish(core_, context, kernel.status());
 }
 
 grpc::ServerUnaryReactor* KernelsService::UnloadKernel(
@@ -130,33 +133,33 @@ grpc::ServerUnaryReactor* KernelsService::UnloadKernel(
     const hrx::v1::UnloadKernelRequest* request,
     hrx::v1::UnloadKernelResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
   auto kernel = caller->Object(request->kernel(), shared::HandleKind::kKernel,
                                "unload kernel");
-  if (!kernel.ok()) return Finish(context, kernel.status());
-  return Finish(context, core_.UnloadKernel(session, *kernel));
+  if (!kernel.ok()) return Finish(core_, context, kernel.status());
+  return Finish(core_, context, core_.UnloadKernel(session, *kernel));
 }
 
 grpc::ServerUnaryReactor* EventsService::QueryEvent(
     grpc::CallbackServerContext* context, const hrx::v1::EventRequest* request,
     hrx::v1::QueryEventResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
   auto complete = core_.QueryEvent(session, request->event());
   if (complete.ok()) response->set_complete(*complete);
-  return Finish(context, complete.status());
+  return Finish(core_, context, complete.status());
 }
 
 grpc::ServerUnaryReactor* EventsService::SynchronizeEvent(
     grpc::CallbackServerContext* context, const hrx::v1::EventRequest* request,
     hrx::v1::SynchronizeEventResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  core_.SynchronizeEvent(session, request->event(), FinishLater(reactor));
+  core_.SynchronizeEvent(session, request->event(), FinishLater(core_, reactor));
   return reactor;
 }
 
@@ -164,9 +167,9 @@ grpc::ServerUnaryReactor* EventsService::ReleaseEvent(
     grpc::CallbackServerContext* context, const hrx::v1::EventRequest* request,
     hrx::v1::ReleaseEventResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
-  return Finish(context, core_.ReleaseEvent(session, request->event()));
+  return Finish(core_, context, core_.ReleaseEvent(session, request->event()));
 }
 
 grpc::ServerUnaryReactor* BuffersService::Allocate(
@@ -174,7 +177,7 @@ grpc::ServerUnaryReactor* BuffersService::Allocate(
     const hrx::v1::AllocateRequest* request,
     hrx::v1::AllocateResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
   const AllocationKind kind =
       request->placement() == hrx::v1::PLACEMENT_SHARED
@@ -185,75 +188,75 @@ grpc::ServerUnaryReactor* BuffersService::Allocate(
   auto stream = caller->OptionalObject(request->has_stream(), request->stream(),
                                        shared::HandleKind::kStream,
                                        "allocate stream");
-  if (!stream.ok()) return Finish(context, stream.status());
+  if (!stream.ok()) return Finish(core_, context, stream.status());
   auto buffer = core_.Allocate(session, request->bytes(), kind, *stream);
   if (buffer.ok()) {
     caller->Seal(buffer->handle, response->mutable_buffer());
     response->set_bytes(buffer->bytes);
     response->set_allocation_id(buffer->allocation_id);
   }
-  return Finish(context, buffer.status());
+  return Finish(core_, context, buffer.status());
 }
 
 grpc::ServerUnaryReactor* BuffersService::Free(
     grpc::CallbackServerContext* context, const hrx::v1::FreeRequest* request,
     hrx::v1::FreeResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
   auto buffer = caller->Object(request->buffer(), shared::HandleKind::kBuffer,
                                "free buffer");
-  if (!buffer.ok()) return Finish(context, buffer.status());
-  return Finish(context, core_.Free(session, *buffer));
+  if (!buffer.ok()) return Finish(core_, context, buffer.status());
+  return Finish(core_, context, core_.Free(session, *buffer));
 }
 
 grpc::ServerUnaryReactor* BuffersService::Grant(
     grpc::CallbackServerContext* context, const hrx::v1::GrantRequest* request,
     hrx::v1::GrantResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   auto buffer = caller->Object(request->buffer(), shared::HandleKind::kBuffer,
                                "grant buffer");
-  if (!buffer.ok()) return Finish(context, buffer.status());
+  if (!buffer.ok()) return Finish(core_, context, buffer.status());
   auto grant = core_.Grant(caller->session(), *buffer, request->tenant(),
                            request->session());
   if (grant.ok()) response->set_grant(*grant);
-  return Finish(context, grant.status());
+  return Finish(core_, context, grant.status());
 }
 
 grpc::ServerUnaryReactor* BuffersService::Import(
     grpc::CallbackServerContext* context, const hrx::v1::ImportRequest* request,
     hrx::v1::ImportResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   auto buffer = core_.Import(caller->session(), request->grant());
   if (buffer.ok()) {
     caller->Seal(buffer->handle, response->mutable_buffer());
     response->set_bytes(buffer->bytes);
     response->set_allocation_id(buffer->allocation_id);
   }
-  return Finish(context, buffer.status());
+  return Finish(core_, context, buffer.status());
 }
 
 grpc::ServerUnaryReactor* BuffersService::Revoke(
     grpc::CallbackServerContext* context, const hrx::v1::RevokeRequest* request,
     hrx::v1::RevokeResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
-  return Finish(context, core_.Revoke(caller->session(), request->grant()));
+  if (!caller.ok()) return Finish(core_, context, caller.status());
+  return Finish(core_, context, core_.Revoke(caller->session(), request->grant()));
 }
 
 grpc::ServerUnaryReactor* BuffersService::Export(
     grpc::CallbackServerContext* context, const hrx::v1::ExportRequest* request,
     hrx::v1::ExportResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   auto buffer = caller->Object(request->buffer(), shared::HandleKind::kBuffer,
                                "export buffer");
-  if (!buffer.ok()) return Finish(context, buffer.status());
+  if (!buffer.ok()) return Finish(core_, context, buffer.status());
   if (request->kind() != hrx::v1::HANDLE_KIND_SHM &&
       request->kind() != hrx::v1::HANDLE_KIND_DMABUF) {
-    return Finish(context,
+    return Finish(core_, context,
                   absl::InvalidArgumentError(
                       "bad_handle_kind: export buffer: ask for "
                       "HANDLE_KIND_SHM or HANDLE_KIND_DMABUF. Fix: set kind."));
@@ -269,7 +272,7 @@ grpc::ServerUnaryReactor* BuffersService::Export(
     response->set_offset(ticket->offset);
     response->set_export_id(ticket->export_id);
   }
-  return Finish(context, ticket.status());
+  return Finish(core_, context, ticket.status());
 }
 
 grpc::ServerUnaryReactor* BuffersService::ReleaseExport(
@@ -277,8 +280,8 @@ grpc::ServerUnaryReactor* BuffersService::ReleaseExport(
     const hrx::v1::ReleaseExportRequest* request,
     hrx::v1::ReleaseExportResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
-  return Finish(context,
+  if (!caller.ok()) return Finish(core_, context, caller.status());
+  return Finish(core_, context,
                 core_.ReleaseExport(caller->session(), request->export_id()));
 }
 
@@ -287,14 +290,14 @@ grpc::ServerUnaryReactor* StreamsService::CreateStream(
     const hrx::v1::CreateStreamRequest* request,
     hrx::v1::CreateStreamResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
   auto stream = core_.CreateStream(session);
   if (stream.ok()) {
     caller->Seal(stream->handle, response->mutable_stream());
     response->set_queue(stream->queue);
   }
-  return Finish(context, stream.status());
+  return Finish(core_, context, stream.status());
 }
 
 grpc::ServerUnaryReactor* StreamsService::DestroyStream(
@@ -302,13 +305,13 @@ grpc::ServerUnaryReactor* StreamsService::DestroyStream(
     const hrx::v1::DestroyStreamRequest* request,
     hrx::v1::DestroyStreamResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
   auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
                                "destroy stream");
-  if (!stream.ok()) return Finish(context, stream.status());
+  if (!stream.ok()) return Finish(core_, context, stream.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  core_.DestroyStream(session, *stream, FinishLater(reactor));
+  core_.DestroyStream(session, *stream, FinishLater(core_, reactor));
   return reactor;
 }
 
@@ -316,16 +319,16 @@ grpc::ServerUnaryReactor* StreamsService::Submit(
     grpc::CallbackServerContext* context, const hrx::v1::SubmitRequest* request,
     hrx::v1::SubmitResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
   auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
                                "submit stream");
-  if (!stream.ok()) return Finish(context, stream.status());
+  if (!stream.ok()) return Finish(core_, context, stream.status());
   auto commands = caller->Commands(request->commands());
-  if (!commands.ok()) return Finish(context, commands.status());
+  if (!commands.ok()) return Finish(core_, context, commands.status());
   auto enqueued = core_.Submit(session, *stream, *std::move(commands));
   if (enqueued.ok()) response->set_enqueued(*enqueued);
-  return Finish(context, enqueued.status());
+  return Finish(core_, context, enqueued.status());
 }
 
 grpc::ServerUnaryReactor* StreamsService::Synchronize(
@@ -333,13 +336,13 @@ grpc::ServerUnaryReactor* StreamsService::Synchronize(
     const hrx::v1::SynchronizeRequest* request,
     hrx::v1::SynchronizeResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
   auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
                                "synchronize stream");
-  if (!stream.ok()) return Finish(context, stream.status());
+  if (!stream.ok()) return Finish(core_, context, stream.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  core_.Synchronize(session, *stream, FinishLater(reactor));
+  core_.Synchronize(session, *stream, FinishLater(core_, reactor));
   return reactor;
 }
 
@@ -347,17 +350,17 @@ grpc::ServerUnaryReactor* StreamsService::Read(
     grpc::CallbackServerContext* context, const hrx::v1::ReadRequest* request,
     hrx::v1::ReadResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
   auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
                                "read stream");
-  if (!stream.ok()) return Finish(context, stream.status());
+  if (!stream.ok()) return Finish(core_, context, stream.status());
   auto src = caller->View(request->src(), "read src");
-  if (!src.ok()) return Finish(context, src.status());
+  if (!src.ok()) return Finish(core_, context, src.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The response outlives the read: gRPC keeps it until Finish.
   core_.Read(session, *stream, *src, response->mutable_data(),
-             FinishLater(reactor));
+             FinishLater(core_, reactor));
   return reactor;
 }
 
@@ -370,14 +373,14 @@ grpc::ServerUnaryReactor* StreamsService::Poll(
     grpc::CallbackServerContext* context, const hrx::v1::PollRequest* request,
     hrx::v1::PollResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
   auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
                                "poll stream");
-  if (!stream.ok()) return Finish(context, stream.status());
+  if (!stream.ok()) return Finish(core_, context, stream.status());
   auto complete = core_.Poll(session, *stream);
   if (complete.ok()) response->set_complete(*complete);
-  return Finish(context, complete.status());
+  return Finish(core_, context, complete.status());
 }
 
 grpc::ServerUnaryReactor* StreamsService::GetStreamStats(
@@ -385,11 +388,11 @@ grpc::ServerUnaryReactor* StreamsService::GetStreamStats(
     const hrx::v1::StreamStatsRequest* request,
     hrx::v1::StreamStatsResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
   auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
                                "stream stats");
-  if (!stream.ok()) return Finish(context, stream.status());
+  if (!stream.ok()) return Finish(core_, context, stream.status());
   auto stats = core_.GetStreamStats(session, *stream);
   if (stats.ok()) {
     response->set_queue(stats->queue);
@@ -406,7 +409,7 @@ grpc::ServerUnaryReactor* StreamsService::GetStreamStats(
     EncodeCounters(stats->dispatch_cache, response->mutable_dispatch_cache());
     EncodeCounters(stats->transfer_cache, response->mutable_transfer_cache());
   }
-  return Finish(context, stats.status());
+  return Finish(core_, context, stats.status());
 }
 
 grpc::ServerUnaryReactor* DaemonStatusService::GetStatus(
@@ -435,7 +438,7 @@ grpc::ServerUnaryReactor* DaemonStatusService::GetStatus(
   EncodeCounters(status.allocation_pool, response->mutable_allocation_pool());
   EncodeCounters(status.staging_pool, response->mutable_staging_pool());
   EncodeCounters(status.upload_staging, response->mutable_upload_staging());
-  return Finish(context, absl::OkStatus());
+  return Finish(core_, context, absl::OkStatus());
 }
 
 }  // namespace hrx::daemon
@@ -447,19 +450,19 @@ grpc::ServerUnaryReactor* GraphsService::CreateExec(
     const hrx::v1::CreateGraphExecRequest* request,
     hrx::v1::CreateGraphExecResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
                                "finish graph stream");
-  if (!stream.ok()) return Finish(context, stream.status());
+  if (!stream.ok()) return Finish(core_, context, stream.status());
   auto spec = caller->Graph(*request);
-  if (!spec.ok()) return Finish(context, spec.status());
+  if (!spec.ok()) return Finish(core_, context, spec.status());
   auto exec = core_.CreateGraphExec(caller->session(), *stream,
                                     *std::move(spec));
   if (exec.ok()) {
     caller->Seal(exec->handle, response->mutable_exec());
     response->set_binding_bytes(exec->binding_bytes);
   }
-  return Finish(context, exec.status());
+  return Finish(core_, context, exec.status());
 }
 
 grpc::ServerUnaryReactor* GraphsService::DestroyExec(
@@ -467,11 +470,11 @@ grpc::ServerUnaryReactor* GraphsService::DestroyExec(
     const hrx::v1::GraphExecRequest* request,
     hrx::v1::GraphExecResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   auto exec = caller->Object(request->exec(), shared::HandleKind::kGraphExec,
                              "destroy graph exec");
-  if (!exec.ok()) return Finish(context, exec.status());
-  return Finish(context, core_.DestroyGraphExec(caller->session(), *exec));
+  if (!exec.ok()) return Finish(core_, context, exec.status());
+  return Finish(core_, context, core_.DestroyGraphExec(caller->session(), *exec));
 }
 
 grpc::ServerUnaryReactor* GraphsService::ClearFailure(
@@ -479,11 +482,11 @@ grpc::ServerUnaryReactor* GraphsService::ClearFailure(
     const hrx::v1::GraphExecRequest* request,
     hrx::v1::GraphExecResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(context, caller.status());
+  if (!caller.ok()) return Finish(core_, context, caller.status());
   auto exec = caller->Object(request->exec(), shared::HandleKind::kGraphExec,
                              "clear graph failure");
-  if (!exec.ok()) return Finish(context, exec.status());
-  return Finish(context, core_.ClearGraphFailure(caller->session(), *exec));
+  if (!exec.ok()) return Finish(core_, context, exec.status());
+  return Finish(core_, context, core_.ClearGraphFailure(caller->session(), *exec));
 }
 
 grpc::ServerUnaryReactor* AdminService::ListTenants(
@@ -491,10 +494,10 @@ grpc::ServerUnaryReactor* AdminService::ListTenants(
     const hrx::v1::ListTenantsRequest* request,
     hrx::v1::ListTenantsResponse* response) {
   auto identity = Identify(*context, peers_);
-  if (!identity.ok()) return Finish(context, identity.status());
+  if (!identity.ok()) return Finish(core_, context, identity.status());
   if (absl::Status allowed = core_.RequireRole(*identity, hrx::v1::ROLE_OBSERVER);
       !allowed.ok()) {
-    return Finish(context, allowed);
+    return Finish(core_, context, allowed);
   }
   for (const TenantUsage& tenant : core_.ListTenants()) {
     hrx::v1::TenantInfo* info = response->add_tenants();
@@ -510,7 +513,7 @@ grpc::ServerUnaryReactor* AdminService::ListTenants(
     usage->set_inflight_commands(tenant.usage[5]);
     info->set_sessions(tenant.sessions);
   }
-  return Finish(context, absl::OkStatus());
+  return Finish(core_, context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* AdminService::ListSessions(
@@ -518,10 +521,10 @@ grpc::ServerUnaryReactor* AdminService::ListSessions(
     const hrx::v1::ListSessionsRequest* request,
     hrx::v1::ListSessionsResponse* response) {
   auto identity = Identify(*context, peers_);
-  if (!identity.ok()) return Finish(context, identity.status());
+  if (!identity.ok()) return Finish(core_, context, identity.status());
   if (absl::Status allowed = core_.RequireRole(*identity, hrx::v1::ROLE_OBSERVER);
       !allowed.ok()) {
-    return Finish(context, allowed);
+    return Finish(core_, context, allowed);
   }
   for (const SessionSummary& session : core_.ListSessions(request->tenant())) {
     hrx::v1::SessionInfo* info = response->add_sessions();
@@ -535,7 +538,7 @@ grpc::ServerUnaryReactor* AdminService::ListSessions(
     info->set_kernels(session.kernels);
     info->set_buffer_bytes(session.buffer_bytes);
   }
-  return Finish(context, absl::OkStatus());
+  return Finish(core_, context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* AdminService::SetBudget(
@@ -543,12 +546,12 @@ grpc::ServerUnaryReactor* AdminService::SetBudget(
     const hrx::v1::SetBudgetRequest* request,
     hrx::v1::SetBudgetResponse* response) {
   auto identity = Identify(*context, peers_);
-  if (!identity.ok()) return Finish(context, identity.status());
+  if (!identity.ok()) return Finish(core_, context, identity.status());
   if (absl::Status allowed = core_.RequireRole(*identity, hrx::v1::ROLE_ADMIN);
       !allowed.ok()) {
-    return Finish(context, allowed);
+    return Finish(core_, context, allowed);
   }
-  return Finish(context, core_.SetBudget(request->tenant(),
+  return Finish(core_, context, core_.SetBudget(request->tenant(),
                                          LimitsFromBudget(request->budget())));
 }
 
@@ -557,10 +560,10 @@ grpc::ServerUnaryReactor* AdminService::EvictSession(
     const hrx::v1::EvictSessionRequest* request,
     hrx::v1::EvictSessionResponse* response) {
   auto identity = Identify(*context, peers_);
-  if (!identity.ok()) return Finish(context, identity.status());
+  if (!identity.ok()) return Finish(core_, context, identity.status());
   if (absl::Status allowed = core_.RequireRole(*identity, hrx::v1::ROLE_ADMIN);
       !allowed.ok()) {
-    return Finish(context, allowed);
+    return Finish(core_, context, allowed);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   core_.EvictSession(request->id(), [reactor, response](

@@ -187,6 +187,10 @@ void StreamReactor::Complete(Reply reply) {
 }
 
 void StreamReactor::Send(Reply reply) {
+  if (reply->code() != 0) {
+    core_.CountRefusal(absl::Status(static_cast<absl::StatusCode>(reply->code()),
+                                    reply->message()));
+  }
   absl::MutexLock lock(&mu_);
   if (cancelled_ || finished_) return;
   writes_.push_back(std::move(reply));

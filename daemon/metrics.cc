@@ -1,0 +1,206 @@
+#include "daemon/metrics.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace hrx::daemon {
+namespace {
+
+void Gauge(std::string& out, const char* name, const char* help, uint64_t value) {
+  absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name,
+                  " gauge\n", name, " ", value, "\n");
+}
+
+void Counter(std::string& out, const char* name, const char* help,
+             uint64_t value) {
+  absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name,
+                  " counter\n", name, " ", value, "\n");
+}
+
+std::string Escape(const std::string& label) {
+  std::string out;
+  for (char c : label) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RenderMetrics(Core& core) {
+  const CoreStatus s = core.status();
+  std::string out;
+  Gauge(out, "hrxd_sessions", "Open sessions.", s.sessions);
+  Gauge(out, "hrxd_streams", "Live streams.", s.streams);
+  Gauge(out, "hrxd_buffers", "Live buffer handles.", s.buffers);
+  Gauge(out, "hrxd_kernels", "Loaded kernels.", s.kernels);
+  Gauge(out, "hrxd_bytes_in_use", "Device bytes held by allocations.",
+        s.bytes_in_use);
+  Gauge(out, "hrxd_device_memory_bytes", "Device memory the daemon may hand out.",
+        s.device.memory_bytes);
+  Counter(out, "hrxd_commands_submitted_total", "Commands enqueued.",
+          s.commands_submitted);
+  const std::pair<const char*, CacheStats> caches[] = {
+      {"dispatch", s.dispatch_cache},
+      {"transfer", s.transfer_cache},
+      {"allocation_pool",
+       CacheStats{s.allocation_pool.entries, s.allocation_pool.bytes,
+                  s.allocation_pool.hits, s.allocation_pool.misses,
+                  s.allocation_pool.evictions}},
+      {"staging_pool",
+       CacheStats{s.staging_pool.entries, s.staging_pool.bytes,
+                  s.staging_pool.hits, s.staging_pool.misses,
+                  s.staging_pool.evictions}},
+      {"upload_staging",
+       CacheStats{s.upload_staging.entries, s.upload_staging.bytes,
+                  s.upload_staging.hits, s.upload_staging.misses,
+                  s.upload_staging.evictions}}};
+  absl::StrAppend(&out,
+                  "# HELP hrxd_cache_entries Entries held by a cache or pool.\n"
+                  "# TYPE hrxd_cache_entries gauge\n");
+  for (const auto& [name, c] : caches) {
+    absl::StrAppend(&out, "hrxd_cache_entries{cache=\"", name, "\"} ",
+                    c.entries, "\n");
+  }
+  for (const char* kind : {"hits", "misses", "evictions"}) {
+    absl::StrAppend(&out, "# HELP hrxd_cache_", kind, "_total Cache and pool ",
+                    kind, ".\n# TYPE hrxd_cache_", kind, "_total counter\n");
+    for (const auto& [name, c] : caches) {
+      const uint64_t value = std::string_view(kind) == "hits"     ? c.hits
+                             : std::string_view(kind) == "misses" ? c.misses
+                                                                  : c.evictions;
+      absl::StrAppend(&out, "hrxd_cache_", kind, "_total{cache=\"", name,
+                      "\"} ", value, "\n");
+    }
+  }
+  absl::StrAppend(&out,
+                  "# HELP hrxd_tenant_usage What a tenant uses, by resource.\n"
+                  "# TYPE hrxd_tenant_usage gauge\n");
+  std::string budgets =
+      "# HELP hrxd_tenant_budget A tenant's ceiling, by resource (absent: "
+      "unlimited).\n# TYPE hrxd_tenant_budget gauge\n";
+  std::string sessions =
+      "# HELP hrxd_tenant_sessions Open sessions by tenant.\n"
+      "# TYPE hrxd_tenant_sessions gauge\n";
+  for (const TenantUsage& tenant : core.ListTenants()) {
+    const std::string name = Escape(tenant.name);
+    for (size_t r = 0; r < kResourceCount; ++r) {
+      const std::string resource(ResourceName(static_cast<Resource>(r)));
+      absl::StrAppend(&out, "hrxd_tenant_usage{tenant=\"", name,
+                      "\",resource=\"", resource, "\"} ", tenant.usage[r],
+                      "\n");
+      if (tenant.limits[r]) {
+        absl::StrAppend(&budgets, "hrxd_tenant_budget{tenant=\"", name,
+                        "\",resource=\"", resource, "\"} ", *tenant.limits[r],
+                        "\n");
+      }
+    }
+    absl::StrAppend(&sessions, "hrxd_tenant_sessions{tenant=\"", name, "\"} ",
+                    tenant.sessions, "\n");
+  }
+  out += budgets;
+  out += sessions;
+  absl::StrAppend(&out,
+                  "# HELP hrxd_refusals_total Refused calls, by reason token.\n"
+                  "# TYPE hrxd_refusals_total counter\n");
+  for (const auto& [reason, count] : core.refusals()) {
+    absl::StrAppend(&out, "hrxd_refusals_total{reason=\"", Escape(reason),
+                    "\"} ", count, "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
+    const std::string& address, Core& core) {
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  in_addr host{};
+  if (colon == std::string::npos ||
+      inet_pton(AF_INET, address.substr(0, colon).c_str(), &host) != 1 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port <= 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "bad_metrics_address: --metrics_listen=%s is not IPV4:PORT. Fix: pass "
+        "e.g. 127.0.0.1:9464.",
+        address));
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in bind_to{};
+  bind_to.sin_family = AF_INET;
+  bind_to.sin_port = htons(static_cast<uint16_t>(port));
+  bind_to.sin_addr = host;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&bind_to), sizeof(bind_to)) != 0 ||
+      listen(fd, 16) != 0) {
+    const std::string error = std::strerror(errno);
+    close(fd);
+    return absl::UnavailableError(absl::StrFormat(
+        "metrics_listen_failed: %s: %s. Fix: pick a free port.", address,
+        error));
+  }
+  auto server = std::unique_ptr<MetricsServer>(
+      new MetricsServer(fd, eventfd(0, EFD_CLOEXEC), core));
+  server->thread_ = std::thread([raw = server.get()] { raw->Loop(); });
+  return server;
+}
+
+MetricsServer::MetricsServer(int listen_fd, int wake_fd, Core& core)
+    : listen_fd_(listen_fd), wake_fd_(wake_fd), core_(core) {}
+
+MetricsServer::~MetricsServer() {
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+  thread_.join();
+  close(listen_fd_);
+  close(wake_fd_);
+}
+
+void MetricsServer::Loop() {
+  while (true) {
+    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    const timeval timeout{2, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    char request[1024] = {};
+    const ssize_t n = recv(fd, request, sizeof(request) - 1, 0);
+    std::string response;
+    if (n > 0 && std::string_view(request, n).rfind("GET /metrics", 0) == 0) {
+      const std::string body = RenderMetrics(core_);
+      response = absl::StrCat(
+          "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+          "Content-Length: ",
+          body.size(), "\r\nConnection: close\r\n\r\n", body);
+    } else {
+      response =
+          "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: "
+          "close\r\n\r\n";
+    }
+    (void)send(fd, response.data(), response.size(), MSG_NOSIGNAL);
+    close(fd);
+  }
+}
+
+}  // namespace hrx::daemon
