@@ -284,6 +284,33 @@ std::vector<SessionSummary> Core::ListSessions(const std::string& tenant) const 
   return list;
 }
 
+std::vector<BufferSummary> Core::ListBuffers(const std::string& tenant,
+                                             uint64_t session) const {
+  std::vector<std::pair<uint64_t, std::shared_ptr<Session>>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    sessions_.ForEachHandle(
+        [&](uint64_t handle, const std::shared_ptr<Session>& s) {
+          if ((tenant.empty() || s->tenant->name() == tenant) &&
+              (session == 0 || session == handle)) {
+            sessions.emplace_back(handle, s);
+          }
+        });
+  }
+  std::vector<BufferSummary> list;
+  for (auto& [handle, owner] : sessions) {
+    absl::MutexLock lock(&owner->mu);
+    owner->buffers.ForEachHandle(
+        [&](uint64_t buffer, const BufferEntry& entry) {
+          list.push_back(BufferSummary{
+              handle, owner->tenant->name(), buffer, entry.memory->size(),
+              entry.memory->id(),
+              entry.memory->kind() == backend::MemoryKind::kHostCoherent});
+        });
+  }
+  return list;
+}
+
 absl::Status Core::SetBudget(const std::string& tenant, const Limits& limits) {
   std::shared_ptr<Tenant> found = tenants_->Find(tenant);
   if (found == nullptr) {

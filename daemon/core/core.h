@@ -94,6 +94,9 @@ class Core {
   absl::Status RequireRole(const PeerIdentity& caller, hrx::v1::Role role);
   std::vector<TenantUsage> ListTenants() const;
   std::vector<SessionSummary> ListSessions(const std::string& tenant) const;
+  // Live buffers, optionally of one tenant and/or one session (0: all).
+  std::vector<BufferSummary> ListBuffers(const std::string& tenant,
+                                         uint64_t session) const;
   absl::Status SetBudget(const std::string& tenant, const Limits& limits);
   // Takes a newly read config's tenants (see TenantRegistry::Reload).
   void ReloadTenants(TenantRegistry&& fresh) { tenants_->Reload(std::move(fresh)); }

@@ -188,6 +188,15 @@ struct SessionSummary {
   uint64_t buffer_bytes = 0;
 };
 
+struct BufferSummary {
+  uint64_t session = 0;
+  std::string tenant;
+  uint64_t handle = 0;
+  uint64_t bytes = 0;
+  uint64_t allocation_id = 0;
+  bool shared = false;
+};
+
 struct CoreStatus {
   DeviceInfo device;
   uint64_t uptime_seconds = 0;

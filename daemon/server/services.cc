@@ -541,6 +541,29 @@ grpc::ServerUnaryReactor* AdminService::ListSessions(
   return Finish(core_, context, absl::OkStatus());
 }
 
+grpc::ServerUnaryReactor* AdminService::ListBuffers(
+    grpc::CallbackServerContext* context,
+    const hrx::v1::ListBuffersRequest* request,
+    hrx::v1::ListBuffersResponse* response) {
+  auto identity = Identify(*context, peers_);
+  if (!identity.ok()) return Finish(core_, context, identity.status());
+  if (absl::Status allowed = core_.RequireRole(*identity, hrx::v1::ROLE_OBSERVER);
+      !allowed.ok()) {
+    return Finish(core_, context, allowed);
+  }
+  for (const BufferSummary& buffer :
+       core_.ListBuffers(request->tenant(), request->session())) {
+    hrx::v1::BufferInfo* info = response->add_buffers();
+    info->set_session(buffer.session);
+    info->set_tenant(buffer.tenant);
+    info->set_handle(buffer.handle);
+    info->set_bytes(buffer.bytes);
+    info->set_allocation_id(buffer.allocation_id);
+    info->set_shared(buffer.shared);
+  }
+  return Finish(core_, context, absl::OkStatus());
+}
+
 grpc::ServerUnaryReactor* AdminService::SetBudget(
     grpc::CallbackServerContext* context,
     const hrx::v1::SetBudgetRequest* request,

@@ -222,6 +222,10 @@ class AdminService final : public hrx::v1::Admin::CallbackService {
       grpc::CallbackServerContext* context,
       const hrx::v1::SetBudgetRequest* request,
       hrx::v1::SetBudgetResponse* response) override;
+  grpc::ServerUnaryReactor* ListBuffers(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::ListBuffersRequest* request,
+      hrx::v1::ListBuffersResponse* response) override;
   grpc::ServerUnaryReactor* EvictSession(
       grpc::CallbackServerContext* context,
       const hrx::v1::EvictSessionRequest* request,

@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/str_format.h"
+#include "client/hrxctl/target.h"
 #include "client/internal/connection.h"
 #include "hrx/v1/admin.grpc.pb.h"
 #include "hrx/v1/status.grpc.pb.h"
@@ -35,7 +36,7 @@ constexpr int kExitRefused = 3;
 constexpr int kExitUnreachable = 4;
 
 constexpr char kUsage[] =
-    "usage: hrxctl [--socket=PATH] <command> [options]\n"
+    "usage: hrxctl [target] <command> [options]\n"
     "\n"
     "commands:\n"
     "  status [--json]   backend, target, device memory, queues, sessions,\n"
@@ -47,10 +48,17 @@ constexpr char kUsage[] =
     "                    device_bytes, shared_bytes, streams, kernels, graphs,\n"
     "                    inflight_commands; VALUE is a number or unlimited\n"
     "  evict SESSION_ID  (admin) close a session as if its client had\n"
+    "  buffers [--tenant=NAME] [--session=ID] [--json]\n"
+    "                    live buffers, by session and tenant\n"
+    "  top [--interval=MS] [--json]\n"
+    "                    a live view of status and tenants; q quits\n"
     "\n"
-    "options:\n"
+    "target (before the command):\n"
     "  --socket=PATH     daemon socket (default: $HRXD_SOCKET, else the\n"
     "                    per-user default)\n"
+    "  --remote=HOST:PORT --tls_cert=PEM --tls_key=PEM --tls_ca=PEM\n"
+    "                    a remote daemon, over TLS with a client certificate\n"
+    "  every command takes --help\n"
     "  --help            this text\n"
     "\n"
     "exit codes: 0 ok, 2 usage error, 3 refused by the daemon, 4 daemon\n"
@@ -171,8 +179,8 @@ int Fail(const absl::Status& status) {
                                                          : kExitRefused;
 }
 
-int Status(const std::string& socket_path, bool json) {
-  auto channel = hrx::client::internal::MakeChannel(socket_path);
+int Status(const hrxctl::Target& target, bool json) {
+  auto channel = target.Channel();
   auto stub = hrx::v1::DaemonStatus::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
@@ -181,7 +189,7 @@ int Status(const std::string& socket_path, bool json) {
   hrx::v1::GetStatusResponse response;
   const grpc::Status status = stub->GetStatus(&context, request, &response);
   if (!status.ok()) {
-    return Fail(hrx::client::internal::CallStatus(status, socket_path));
+    return Fail(target.Check(status));
   }
   if (json) {
     PrintStatusJson(response);
@@ -192,10 +200,10 @@ int Status(const std::string& socket_path, bool json) {
 }
 
 std::unique_ptr<hrx::v1::Admin::Stub> ConnectAdmin(
-    const std::string& socket_path, grpc::ClientContext& context) {
+    const hrxctl::Target& target, grpc::ClientContext& context) {
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(5));
-  return hrx::v1::Admin::NewStub(hrx::client::internal::MakeChannel(socket_path));
+  return hrx::v1::Admin::NewStub(target.Channel());
 }
 
 std::string Limit(bool has, uint64_t value, bool bytes) {
@@ -226,14 +234,14 @@ void PrintTable(const std::vector<std::vector<std::string>>& rows) {
   }
 }
 
-int Tenants(const std::string& socket_path, bool json) {
+int Tenants(const hrxctl::Target& target, bool json) {
   grpc::ClientContext context;
-  auto stub = ConnectAdmin(socket_path, context);
+  auto stub = ConnectAdmin(target, context);
   hrx::v1::ListTenantsResponse response;
   const grpc::Status status =
       stub->ListTenants(&context, hrx::v1::ListTenantsRequest(), &response);
   if (!status.ok()) {
-    return Fail(hrx::client::internal::CallStatus(status, socket_path));
+    return Fail(target.Check(status));
   }
   if (json) {
     std::string out = "[";
@@ -285,16 +293,16 @@ int Tenants(const std::string& socket_path, bool json) {
   return kExitOk;
 }
 
-int Sessions(const std::string& socket_path, const std::string& tenant,
+int Sessions(const hrxctl::Target& target, const std::string& tenant,
              bool json) {
   grpc::ClientContext context;
-  auto stub = ConnectAdmin(socket_path, context);
+  auto stub = ConnectAdmin(target, context);
   hrx::v1::ListSessionsRequest request;
   request.set_tenant(tenant);
   hrx::v1::ListSessionsResponse response;
   const grpc::Status status = stub->ListSessions(&context, request, &response);
   if (!status.ok()) {
-    return Fail(hrx::client::internal::CallStatus(status, socket_path));
+    return Fail(target.Check(status));
   }
   if (json) {
     std::string out = "[";
@@ -324,7 +332,7 @@ int Sessions(const std::string& socket_path, const std::string& tenant,
 
 int Usage(const char* text, const std::string& error);
 
-int BudgetSet(const std::string& socket_path,
+int BudgetSet(const hrxctl::Target& target,
               const std::vector<std::string>& args) {
   if (args.size() < 2) {
     return Usage(kUsage, "budget set: name a tenant and at least one FIELD=VALUE");
@@ -333,12 +341,12 @@ int BudgetSet(const std::string& socket_path,
   hrx::v1::Budget budget;
   {
     grpc::ClientContext context;
-    auto stub = ConnectAdmin(socket_path, context);
+    auto stub = ConnectAdmin(target, context);
     hrx::v1::ListTenantsResponse tenants;
     const grpc::Status status =
         stub->ListTenants(&context, hrx::v1::ListTenantsRequest(), &tenants);
     if (!status.ok()) {
-      return Fail(hrx::client::internal::CallStatus(status, socket_path));
+      return Fail(target.Check(status));
     }
     for (const auto& t : tenants.tenants()) {
       if (t.name() == args[0]) budget = t.budget();
@@ -362,32 +370,32 @@ int BudgetSet(const std::string& socket_path,
     }
   }
   grpc::ClientContext context;
-  auto stub = ConnectAdmin(socket_path, context);
+  auto stub = ConnectAdmin(target, context);
   hrx::v1::SetBudgetRequest request;
   request.set_tenant(args[0]);
   *request.mutable_budget() = budget;
   hrx::v1::SetBudgetResponse response;
   const grpc::Status status = stub->SetBudget(&context, request, &response);
   if (!status.ok()) {
-    return Fail(hrx::client::internal::CallStatus(status, socket_path));
+    return Fail(target.Check(status));
   }
   std::printf("budget of tenant %s set\n", args[0].c_str());
   return kExitOk;
 }
 
-int Evict(const std::string& socket_path, const std::vector<std::string>& args) {
+int Evict(const hrxctl::Target& target, const std::vector<std::string>& args) {
   uint64_t id = 0;
   if (args.size() != 1 || !absl::SimpleHexAtoi(args[0], &id)) {
     return Usage(kUsage, "evict: pass one session id (hex, from hrxctl sessions)");
   }
   grpc::ClientContext context;
-  auto stub = ConnectAdmin(socket_path, context);
+  auto stub = ConnectAdmin(target, context);
   hrx::v1::EvictSessionRequest request;
   request.set_id(id);
   hrx::v1::EvictSessionResponse response;
   const grpc::Status status = stub->EvictSession(&context, request, &response);
   if (!status.ok()) {
-    return Fail(hrx::client::internal::CallStatus(status, socket_path));
+    return Fail(target.Check(status));
   }
   std::printf("session %016lx evicted: %lu buffers, %lu streams freed\n",
               static_cast<unsigned long>(id),
@@ -402,71 +410,176 @@ int Usage(const char* text, const std::string& error) {
   return kExitUsage;
 }
 
+
+int Buffers(const hrxctl::Target& target, const std::string& tenant,
+            uint64_t session, bool json) {
+  grpc::ClientContext context;
+  auto stub = ConnectAdmin(target, context);
+  hrx::v1::ListBuffersRequest request;
+  request.set_tenant(tenant);
+  request.set_session(session);
+  hrx::v1::ListBuffersResponse response;
+  const grpc::Status status = stub->ListBuffers(&context, request, &response);
+  if (!status.ok()) return Fail(target.Check(status));
+  if (json) {
+    std::string out = "[";
+    for (const auto& b : response.buffers()) {
+      if (out.size() > 1) out += ", ";
+      out += absl::StrFormat(
+          "{\"session\": \"%016x\", \"tenant\": %s, \"buffer\": \"%016x\", "
+          "\"bytes\": %u, \"allocation_id\": %u, \"shared\": %s}",
+          b.session(), JsonString(b.tenant()), b.handle(), b.bytes(),
+          b.allocation_id(), b.shared() ? "true" : "false");
+    }
+    std::printf("%s]\n", out.c_str());
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"SESSION", "TENANT", "BUFFER", "BYTES", "ALLOCATION", "KIND"}};
+  for (const auto& b : response.buffers()) {
+    rows.push_back({absl::StrFormat("%016x", b.session()), b.tenant(),
+                    absl::StrFormat("%016x", b.handle()),
+                    hrx::shared::FormatBytes(b.bytes()),
+                    absl::StrCat(b.allocation_id()),
+                    b.shared() ? "shared" : "device"});
+  }
+  PrintTable(rows);
+  return kExitOk;
+}
+
 }  // namespace
 
+namespace hrxctl {
+
+// For `top`: one status screen (tables) or one JSON line.
+int StatusOnce(const Target& target, bool json) { return Status(target, json); }
+int TenantsOnce(const Target& target, bool json) { return Tenants(target, json); }
+
+}  // namespace hrxctl
+
+namespace {
+
+struct Help {
+  const char* command;
+  const char* text;
+};
+
+constexpr Help kHelp[] = {
+    {"status", kStatusUsage},
+    {"tenants",
+     "usage: hrxctl [target] tenants [--json]\n\nEach tenant's role, open "
+     "sessions, and use against its budget (device and shared bytes, "
+     "streams, kernels, in-flight commands). Observers and admins.\n"},
+    {"sessions",
+     "usage: hrxctl [target] sessions [--tenant=NAME] [--json]\n\nOpen "
+     "sessions: id (for evict), tenant, uid, pid, buffers, streams, bytes, "
+     "client name. Observers and admins.\n"},
+    {"buffers",
+     "usage: hrxctl [target] buffers [--tenant=NAME] [--session=ID] "
+     "[--json]\n\nLive buffers: session, tenant, handle, size, allocation "
+     "id, device or shared. Observers and admins.\n"},
+    {"budget",
+     "usage: hrxctl [target] budget set TENANT FIELD=VALUE...\n\nReplaces the "
+     "named fields of a tenant's budget, live (admins). FIELD is "
+     "device_bytes, shared_bytes, streams, kernels, graphs or "
+     "inflight_commands; VALUE a number or unlimited. Lowering a budget "
+     "below use refuses new reservations and frees nothing.\n"},
+    {"evict",
+     "usage: hrxctl [target] evict SESSION_ID\n\nCloses a session (admins): "
+     "its queued work drains, then its buffers, streams and budget are "
+     "released. SESSION_ID is hex, from hrxctl sessions.\n"},
+    {"top",
+     "usage: hrxctl [target] top [--interval=MS] [--json]\n\nA live view of "
+     "status and tenants, refreshed every MS milliseconds (default 1000); q "
+     "quits. With --json, one status object per line per refresh.\n"},
+};
+
+}  // namespace
+
+namespace hrxctl {
+int Top(const Target& target, int interval_ms, bool json);
+}  // namespace hrxctl
+
 int main(int argc, char** argv) {
-  std::string socket_path;
+  hrxctl::Target target;
   std::string command;
   std::vector<std::string> rest;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (command.empty() && arg.rfind("--socket=", 0) == 0) {
-      socket_path = arg.substr(9);
-    } else if (command.empty() && arg == "--socket" && i + 1 < argc) {
-      socket_path = argv[++i];
-    } else if (command.empty() && (arg == "--help" || arg == "-h")) {
+    auto take = [&](const char* name, std::string* into) {
+      const std::string prefix = std::string(name) + "=";
+      if (arg.rfind(prefix, 0) == 0) {
+        *into = arg.substr(prefix.size());
+        return true;
+      }
+      if (arg == name && i + 1 < argc) {
+        *into = argv[++i];
+        return true;
+      }
+      return false;
+    };
+    if (!command.empty()) {
+      rest.push_back(arg);
+    } else if (take("--socket", &target.socket_path) ||
+               take("--remote", &target.remote) ||
+               take("--tls_cert", &target.tls_cert) ||
+               take("--tls_key", &target.tls_key) ||
+               take("--tls_ca", &target.tls_ca)) {
+    } else if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       return kExitOk;
-    } else if (command.empty() && arg.rfind("-", 0) != 0) {
+    } else if (arg.rfind("-", 0) != 0) {
       command = arg;
-    } else if (command.empty()) {
-      return Usage(kUsage, absl::StrCat("unknown option ", arg));
     } else {
-      rest.push_back(arg);
+      return Usage(kUsage, absl::StrCat("unknown option ", arg));
     }
   }
   if (command.empty()) return Usage(kUsage, "no command given");
-  socket_path = hrx::shared::ResolveClientSocketPath(socket_path);
-  if (command == "status") {
-    bool json = false;
-    for (const std::string& arg : rest) {
-      if (arg == "--json") {
-        json = true;
-      } else if (arg == "--help" || arg == "-h") {
-        std::fputs(kStatusUsage, stdout);
-        return kExitOk;
-      } else {
-        return Usage(kStatusUsage, absl::StrCat("status: unknown option ", arg));
-      }
-    }
-    return Status(socket_path, json);
+  if (!target.remote.empty() &&
+      (target.tls_cert.empty() || target.tls_key.empty() || target.tls_ca.empty())) {
+    return Usage(kUsage,
+                 "--remote needs --tls_cert, --tls_key and --tls_ca (the "
+                 "daemon accepts only TLS with client certificates)");
   }
+  target.socket_path = hrx::shared::ResolveClientSocketPath(target.socket_path);
+  const char* help = nullptr;
+  for (const Help& entry : kHelp) {
+    if (command == entry.command) help = entry.text;
+  }
+  if (help == nullptr) return Usage(kUsage, absl::StrCat("unknown command ", command));
   bool json = false;
   std::string tenant;
+  uint64_t session = 0;
+  int interval_ms = 1000;
   std::vector<std::string> positional;
   for (const std::string& arg : rest) {
     if (arg == "--json") {
       json = true;
     } else if (arg.rfind("--tenant=", 0) == 0) {
       tenant = arg.substr(9);
+    } else if (arg.rfind("--session=", 0) == 0 &&
+               absl::SimpleHexAtoi(arg.substr(10), &session)) {
+    } else if (arg.rfind("--interval=", 0) == 0 &&
+               absl::SimpleAtoi(arg.substr(11), &interval_ms) && interval_ms > 0) {
     } else if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
+      std::fputs(help, stdout);
       return kExitOk;
     } else if (arg.rfind("--", 0) == 0) {
-      return Usage(kUsage, absl::StrCat(command, ": unknown option ", arg));
+      return Usage(help, absl::StrCat(command, ": unknown option ", arg));
     } else {
       positional.push_back(arg);
     }
   }
-  if (command == "tenants" && positional.empty()) return Tenants(socket_path, json);
-  if (command == "sessions" && positional.empty()) {
-    return Sessions(socket_path, tenant, json);
+  const bool bare = positional.empty();
+  if (command == "status" && bare) return Status(target, json);
+  if (command == "tenants" && bare) return Tenants(target, json);
+  if (command == "sessions" && bare) return Sessions(target, tenant, json);
+  if (command == "buffers" && bare) return Buffers(target, tenant, session, json);
+  if (command == "top" && bare) return hrxctl::Top(target, interval_ms, json);
+  if (command == "budget" && !bare && positional[0] == "set") {
+    return BudgetSet(target, std::vector<std::string>(positional.begin() + 1,
+                                                      positional.end()));
   }
-  if (command == "budget" && !positional.empty() && positional[0] == "set") {
-    return BudgetSet(socket_path,
-                     std::vector<std::string>(positional.begin() + 1,
-                                              positional.end()));
-  }
-  if (command == "evict") return Evict(socket_path, positional);
-  return Usage(kUsage, absl::StrCat("unknown command ", command));
+  if (command == "evict") return Evict(target, positional);
+  return Usage(help, absl::StrCat(command, ": unexpected arguments"));
 }
