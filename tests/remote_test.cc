@@ -143,6 +143,29 @@ TEST_F(RemoteTest, AConnectionWithoutAClientCertificateIsRejected) {
               StatusIs(absl::StatusCode::kUnavailable, ::testing::_));
 }
 
+TEST_F(RemoteTest, HrxctlInspectsARemoteDaemonWithAClientCertificate) {
+  auto hrxctl = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {
+        RunfilePath("client/hrxctl"), "--remote=" + address_,
+        "--tls_cert=" + dir_ + "/watcher.pem",
+        "--tls_key=" + dir_ + "/watcher.key", "--tls_ca=" + dir_ + "/ca.pem"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunToCompletion(argv, dir_);
+  };
+  const RunResult tenants = hrxctl({"tenants", "--json"});
+  EXPECT_EQ(tenants.exit_code, 0) << tenants.err;
+  EXPECT_THAT(tenants.out, HasSubstr("\"name\": \"remote-watch\""));
+  const RunResult status = hrxctl({"status"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out, HasSubstr("backend"));
+  const RunResult set = hrxctl({"budget", "set", "remote-watch", "streams=1"});
+  EXPECT_EQ(set.exit_code, 3);
+  EXPECT_THAT(set.err, HasSubstr("role_required"));
+  const RunResult no_tls = RunToCompletion(
+      {RunfilePath("client/hrxctl"), "--remote=" + address_, "status"}, dir_);
+  EXPECT_EQ(no_tls.exit_code, 2);
+}
+
 TEST(RemoteListenTest, TcpWithoutTlsIsRefusedAtStartUp) {
   const std::string dir = MakeShortTempDir();
   const RunResult refused = RunToCompletion(

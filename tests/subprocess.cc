@@ -49,7 +49,8 @@ std::string MakeShortTempDir() {
 
 Subprocess Subprocess::Start(const std::vector<std::string>& argv,
                              const std::string& dir,
-                             const std::vector<std::string>& extra_env) {
+                             const std::vector<std::string>& extra_env,
+                             int inherit_fd) {
   static std::atomic<int> counter{0};
   const int id = counter.fetch_add(1);
   const std::string out = absl::StrCat(dir, "/proc", id, ".out");
@@ -60,6 +61,7 @@ Subprocess Subprocess::Start(const std::vector<std::string>& argv,
                                    O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_addopen(&actions, 2, err.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (inherit_fd >= 0) posix_spawn_file_actions_adddup2(&actions, inherit_fd, 3);
   std::vector<char*> args;
   for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
   args.push_back(nullptr);

@@ -21,9 +21,12 @@ std::string MakeShortTempDir();
 class Subprocess {
  public:
   // Starts `argv[0]` with `argv`; stdout and stderr go to files in `dir`.
+  // With `inherit_fd` >= 0, the child gets that descriptor as fd 3 (the
+  // first descriptor systemd passes in socket activation).
   static Subprocess Start(const std::vector<std::string>& argv,
                           const std::string& dir,
-                          const std::vector<std::string>& extra_env = {});
+                          const std::vector<std::string>& extra_env = {},
+                          int inherit_fd = -1);
   Subprocess(Subprocess&&) noexcept;
   ~Subprocess();  // kills and reaps a child still running
 

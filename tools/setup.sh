@@ -7,7 +7,7 @@ packages=(
   bazel-bootstrap bazel-platforms
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libsystemd-dev python3 make g++ openssl
+  libsystemd-dev python3 make g++ openssl systemd
 )
 
 missing=()
