@@ -27,7 +27,7 @@ ABSL_FLAG(std::string, listen, "",
           "certificates (needs --tls_cert, --tls_key, --tls_client_ca)");
 ABSL_FLAG(std::string, metrics_listen, "",
           "serve Prometheus text metrics at http://HOST:PORT/metrics (off "
-          "when empty; keep it on loopback, e.g. 127.0.0.1:9464)");
+          "when empty; a bare PORT means 127.0.0.1:PORT)");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for --listen");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --listen");
 ABSL_FLAG(std::string, tls_client_ca, "",

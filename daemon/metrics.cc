@@ -127,7 +127,11 @@ std::string RenderMetrics(Core& core) {
 }
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
-    const std::string& address, Core& core) {
+    const std::string& requested, Core& core) {
+  // A bare port means loopback: metrics are not for the network by default.
+  const std::string address = requested.find(':') == std::string::npos
+                                  ? "127.0.0.1:" + requested
+                                  : requested;
   const size_t colon = address.rfind(':');
   int port = 0;
   in_addr host{};

@@ -318,6 +318,12 @@ TEST_F(TenancyTest, HrxctlShowsUsageSetsABudgetLiveAndEvicts) {
   // A live budget change: alpha's device budget drops to 512 KiB.
   const RunResult set = hrxctl({"budget", "set", "alpha", "device_bytes=524288"});
   ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_EQ(set.out, "budget of tenant alpha set\n");
+  const RunResult set_json = hrxctl(
+      {"budget", "set", "alpha", "device_bytes=524288", "--json"});
+  EXPECT_THAT(set_json.out, HasSubstr("{\"tenant\": \"alpha\", \"budget\": "
+                                      "{\"device_bytes\": 524288, "
+                                      "\"shared_bytes\": null, \"streams\": 4"));
   EXPECT_EQ(Tenant("alpha").budget().device_bytes(), 524288u);
   EXPECT_EQ(Tenant("alpha").budget().streams(), 4u);  // untouched
   const RunResult alpha = AsTenant(4001, "budget", {"--chunk=262144"});
@@ -329,9 +335,11 @@ TEST_F(TenancyTest, HrxctlShowsUsageSetsABudgetLiveAndEvicts) {
   const size_t at = sessions.out.find("\"id\": \"");
   ASSERT_NE(at, std::string::npos) << sessions.out;
   const std::string id = sessions.out.substr(at + 7, 16);
-  const RunResult evicted = hrxctl({"evict", id});
+  const RunResult evicted = hrxctl({"evict", id, "--json"});
   EXPECT_EQ(evicted.exit_code, 0) << evicted.err;
-  EXPECT_THAT(evicted.out, HasSubstr("1 buffers, 1 streams freed"));
+  EXPECT_EQ(evicted.out, "{\"evicted\": \"" + id +
+                             "\", \"freed_buffers\": 1, \"freed_streams\": 1}\n");
+  EXPECT_EQ(hrxctl({"evict", id}).exit_code, 3);  // already gone
   EXPECT_EQ(Tenant("beta").sessions(), 0u);
   holder.Signal(SIGKILL);
   holder.Wait();

@@ -333,7 +333,7 @@ int Sessions(const hrxctl::Target& target, const std::string& tenant,
 int Usage(const char* text, const std::string& error);
 
 int BudgetSet(const hrxctl::Target& target,
-              const std::vector<std::string>& args) {
+              const std::vector<std::string>& args, bool json) {
   if (args.size() < 2) {
     return Usage(kUsage, "budget set: name a tenant and at least one FIELD=VALUE");
   }
@@ -379,11 +379,27 @@ int BudgetSet(const hrxctl::Target& target,
   if (!status.ok()) {
     return Fail(target.Check(status));
   }
-  std::printf("budget of tenant %s set\n", args[0].c_str());
+  if (json) {
+    std::printf("{\"tenant\": %s, \"budget\": {\"device_bytes\": %s, "
+                "\"shared_bytes\": %s, \"streams\": %s, \"kernels\": %s, "
+                "\"graphs\": %s, \"inflight_commands\": %s}}\n",
+                JsonString(args[0]).c_str(),
+                LimitJson(budget.has_device_bytes(), budget.device_bytes()).c_str(),
+                LimitJson(budget.has_shared_bytes(), budget.shared_bytes()).c_str(),
+                LimitJson(budget.has_streams(), budget.streams()).c_str(),
+                LimitJson(budget.has_kernels(), budget.kernels()).c_str(),
+                LimitJson(budget.has_graphs(), budget.graphs()).c_str(),
+                LimitJson(budget.has_inflight_commands(),
+                          budget.inflight_commands())
+                    .c_str());
+  } else {
+    std::printf("budget of tenant %s set\n", args[0].c_str());
+  }
   return kExitOk;
 }
 
-int Evict(const hrxctl::Target& target, const std::vector<std::string>& args) {
+int Evict(const hrxctl::Target& target, const std::vector<std::string>& args,
+          bool json) {
   uint64_t id = 0;
   if (args.size() != 1 || !absl::SimpleHexAtoi(args[0], &id)) {
     return Usage(kUsage, "evict: pass one session id (hex, from hrxctl sessions)");
@@ -396,6 +412,14 @@ int Evict(const hrxctl::Target& target, const std::vector<std::string>& args) {
   const grpc::Status status = stub->EvictSession(&context, request, &response);
   if (!status.ok()) {
     return Fail(target.Check(status));
+  }
+  if (json) {
+    std::printf("{\"evicted\": \"%016lx\", \"freed_buffers\": %lu, "
+                "\"freed_streams\": %lu}\n",
+                static_cast<unsigned long>(id),
+                static_cast<unsigned long>(response.freed_buffers()),
+                static_cast<unsigned long>(response.freed_streams()));
+    return kExitOk;
   }
   std::printf("session %016lx evicted: %lu buffers, %lu streams freed\n",
               static_cast<unsigned long>(id),
@@ -577,9 +601,11 @@ int main(int argc, char** argv) {
   if (command == "buffers" && bare) return Buffers(target, tenant, session, json);
   if (command == "top" && bare) return hrxctl::Top(target, interval_ms, json);
   if (command == "budget" && !bare && positional[0] == "set") {
-    return BudgetSet(target, std::vector<std::string>(positional.begin() + 1,
-                                                      positional.end()));
+    return BudgetSet(target,
+                     std::vector<std::string>(positional.begin() + 1,
+                                              positional.end()),
+                     json);
   }
-  if (command == "evict") return Evict(target, positional);
+  if (command == "evict") return Evict(target, positional, json);
   return Usage(help, absl::StrCat(command, ": unexpected arguments"));
 }
