@@ -15,11 +15,6 @@
 namespace hrx {
 namespace {
 
-void SetView(const View& view, hrx::v1::View* out) {
-  client::internal::ToProto(view.buffer_handle(), out->mutable_buffer());
-  out->set_offset(view.offset());
-  out->set_length(view.length());
-}
 
 uint64_t NextGraphId() {
   static std::atomic<uint64_t> next{1};
@@ -71,7 +66,7 @@ absl::StatusOr<Node> Graph::Fill(std::span<const Node> after, const View& dst,
         "at least one byte.");
   }
   hrx::v1::GraphNode node;
-  SetView(dst, node.mutable_fill()->mutable_dst());
+  client::internal::ToProto(dst, node.mutable_fill()->mutable_dst());
   node.mutable_fill()->set_value(value);
   return Record(after, std::move(node));
 }
@@ -93,8 +88,8 @@ absl::StatusOr<Node> Graph::Copy(std::span<const Node> after, const View& dst,
         "copy through a temporary buffer.");
   }
   hrx::v1::GraphNode node;
-  SetView(dst, node.mutable_copy()->mutable_dst());
-  SetView(src, node.mutable_copy()->mutable_src());
+  client::internal::ToProto(dst, node.mutable_copy()->mutable_dst());
+  client::internal::ToProto(src, node.mutable_copy()->mutable_src());
   return Record(after, std::move(node));
 }
 
@@ -104,27 +99,9 @@ absl::StatusOr<Node> Graph::Dispatch(std::span<const Node> after,
                                      std::array<uint32_t, 3> block,
                                      const Constants& constants,
                                      std::span<const View> bindings) {
-  shared::KernelSignature signature;
-  for (const KernelArgument& arg : kernel.layout()) {
-    signature.args.push_back({static_cast<shared::ArgKind>(arg.kind), arg.size});
-  }
-  signature.workgroup_size = kernel.info().workgroup_size;
-  HRX_RETURN_IF_ERROR(shared::CheckLaunchShape("graph dispatch", grid, block,
-                                               signature.workgroup_size));
-  HRX_RETURN_IF_ERROR(shared::CheckArguments("graph dispatch", signature,
-                                             constants.size(), bindings.size()));
   hrx::v1::GraphNode node;
-  hrx::v1::Dispatch* dispatch = node.mutable_dispatch();
-  client::internal::ToProto(kernel.handle(), dispatch->mutable_kernel());
-  for (int d = 0; d < 3; ++d) {
-    dispatch->add_grid(grid[d]);
-    dispatch->add_block(block[d]);
-  }
-  dispatch->set_constants(constants.bytes().data(), constants.size());
-  for (const View& view : bindings) {
-    HRX_RETURN_IF_ERROR(stream_->CheckOwned(view, "graph dispatch binding"));
-    SetView(view, dispatch->add_bindings());
-  }
+  HRX_RETURN_IF_ERROR(stream_->EncodeDispatch(kernel, grid, block, constants,
+                                              bindings, node.mutable_dispatch()));
   return Record(after, std::move(node));
 }
 

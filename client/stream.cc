@@ -17,11 +17,6 @@
 namespace hrx {
 namespace {
 
-void SetView(const View& view, hrx::v1::View* out) {
-  client::internal::ToProto(view.buffer_handle(), out->mutable_buffer());
-  out->set_offset(view.offset());
-  out->set_length(view.length());
-}
 
 shared::KernelSignature SignatureOf(const Kernel& kernel) {
   shared::KernelSignature signature;
@@ -153,7 +148,7 @@ uint64_t Stream::scratch_bytes() const { return scratch_bytes_; }
 absl::Status Stream::Fill(const View& dst, uint8_t value) {
   HRX_RETURN_IF_ERROR(CheckOwned(dst, "fill dst"));
   hrx::v1::Command command;
-  SetView(dst, command.mutable_fill()->mutable_dst());
+  client::internal::ToProto(dst, command.mutable_fill()->mutable_dst());
   command.mutable_fill()->set_value(value);
   return state_->Append(std::move(command), 0);
 }
@@ -175,8 +170,8 @@ absl::Status Stream::Copy(const View& dst, const View& src) {
         dst.offset(), dst.length(), src.offset(), src.length()));
   }
   hrx::v1::Command command;
-  SetView(dst, command.mutable_copy()->mutable_dst());
-  SetView(src, command.mutable_copy()->mutable_src());
+  client::internal::ToProto(dst, command.mutable_copy()->mutable_dst());
+  client::internal::ToProto(src, command.mutable_copy()->mutable_src());
   return state_->Append(std::move(command), 0);
 }
 
@@ -242,7 +237,7 @@ absl::Status Stream::Upload(const View& dst, std::span<const uint8_t> bytes) {
         std::min<uint64_t>(kUploadChunkBytes, bytes.size() - done);
     HRX_ASSIGN_OR_RETURN(View part, dst.Slice(done, chunk));
     hrx::v1::Command command;
-    SetView(part, command.mutable_upload()->mutable_dst());
+    client::internal::ToProto(part, command.mutable_upload()->mutable_dst());
     command.mutable_upload()->set_data(bytes.data() + done, chunk);
     HRX_RETURN_IF_ERROR(state_->Append(std::move(command), chunk));
   }
@@ -337,6 +332,16 @@ absl::StatusOr<Kernel> Stream::LoadKernelFile(const std::string& path,
 absl::Status Stream::Dispatch(const Kernel& kernel, Dim3 grid, Dim3 block,
                               const Constants& constants,
                               std::span<const View> bindings) {
+  hrx::v1::Command command;
+  HRX_RETURN_IF_ERROR(EncodeDispatch(kernel, grid, block, constants, bindings,
+                                     command.mutable_dispatch()));
+  return state_->Append(std::move(command), constants.size());
+}
+
+absl::Status Stream::EncodeDispatch(const Kernel& kernel, Dim3 grid, Dim3 block,
+                                    const Constants& constants,
+                                    std::span<const View> bindings,
+                                    hrx::v1::Dispatch* dispatch) const {
   if (kernel.brand() != state_->connection().brand()) {
     return absl::InvalidArgumentError(
         "foreign_kernel: dispatch: the kernel was loaded by another client "
@@ -347,8 +352,6 @@ absl::Status Stream::Dispatch(const Kernel& kernel, Dim3 grid, Dim3 block,
                                                signature.workgroup_size));
   HRX_RETURN_IF_ERROR(shared::CheckArguments("dispatch", signature,
                                              constants.size(), bindings.size()));
-  hrx::v1::Command command;
-  hrx::v1::Dispatch* dispatch = command.mutable_dispatch();
   client::internal::ToProto(kernel.handle(), dispatch->mutable_kernel());
   for (int d = 0; d < 3; ++d) {
     dispatch->add_grid(grid[d]);
@@ -357,9 +360,9 @@ absl::Status Stream::Dispatch(const Kernel& kernel, Dim3 grid, Dim3 block,
   dispatch->set_constants(constants.bytes().data(), constants.size());
   for (const View& view : bindings) {
     HRX_RETURN_IF_ERROR(CheckOwned(view, "dispatch binding"));
-    SetView(view, dispatch->add_bindings());
+    client::internal::ToProto(view, dispatch->add_bindings());
   }
-  return state_->Append(std::move(command), constants.size());
+  return absl::OkStatus();
 }
 
 // --- Ordering -----------------------------------------------------------

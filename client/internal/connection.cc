@@ -33,6 +33,12 @@ void ToProto(const shared::WireHandle& handle, hrx::v1::Handle* out) {
   out->set_tag(handle.tag);
 }
 
+void ToProto(const View& view, hrx::v1::View* out) {
+  ToProto(view.buffer_handle(), out->mutable_buffer());
+  out->set_offset(view.offset());
+  out->set_length(view.length());
+}
+
 shared::WireHandle FromProto(const hrx::v1::Handle& handle) {
   return shared::WireHandle{handle.instance(), handle.session(),
                             handle.object(), handle.tag()};

@@ -19,6 +19,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "hrx/v1/buffer.grpc.pb.h"
+#include "hrx/buffer.h"
 #include "shared/handle.h"
 #include "hrx/v1/device.grpc.pb.h"
 #include "hrx/v1/event.grpc.pb.h"
@@ -31,6 +32,7 @@
 namespace hrx::client::internal {
 
 void ToProto(const shared::WireHandle& handle, hrx::v1::Handle* out);
+void ToProto(const View& view, hrx::v1::View* out);
 shared::WireHandle FromProto(const hrx::v1::Handle& handle);
 
 // Largest reply the client accepts; above the daemon's 8 MiB inline read.

@@ -489,14 +489,18 @@ grpc::ServerUnaryReactor* GraphsService::ClearFailure(
   return Finish(core_, context, core_.ClearGraphFailure(caller->session(), *exec));
 }
 
+absl::Status AdminService::Authorize(const grpc::CallbackServerContext& context,
+                                     hrx::v1::Role role) {
+  auto identity = Identify(context, peers_);
+  if (!identity.ok()) return identity.status();
+  return core_.RequireRole(*identity, role);
+}
+
 grpc::ServerUnaryReactor* AdminService::ListTenants(
     grpc::CallbackServerContext* context,
     const hrx::v1::ListTenantsRequest* request,
     hrx::v1::ListTenantsResponse* response) {
-  auto identity = Identify(*context, peers_);
-  if (!identity.ok()) return Finish(core_, context, identity.status());
-  if (absl::Status allowed = core_.RequireRole(*identity, hrx::v1::ROLE_OBSERVER);
-      !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, hrx::v1::ROLE_OBSERVER); !allowed.ok()) {
     return Finish(core_, context, allowed);
   }
   for (const TenantUsage& tenant : core_.ListTenants()) {
@@ -520,10 +524,7 @@ grpc::ServerUnaryReactor* AdminService::ListSessions(
     grpc::CallbackServerContext* context,
     const hrx::v1::ListSessionsRequest* request,
     hrx::v1::ListSessionsResponse* response) {
-  auto identity = Identify(*context, peers_);
-  if (!identity.ok()) return Finish(core_, context, identity.status());
-  if (absl::Status allowed = core_.RequireRole(*identity, hrx::v1::ROLE_OBSERVER);
-      !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, hrx::v1::ROLE_OBSERVER); !allowed.ok()) {
     return Finish(core_, context, allowed);
   }
   for (const SessionSummary& session : core_.ListSessions(request->tenant())) {
@@ -545,10 +546,7 @@ grpc::ServerUnaryReactor* AdminService::ListBuffers(
     grpc::CallbackServerContext* context,
     const hrx::v1::ListBuffersRequest* request,
     hrx::v1::ListBuffersResponse* response) {
-  auto identity = Identify(*context, peers_);
-  if (!identity.ok()) return Finish(core_, context, identity.status());
-  if (absl::Status allowed = core_.RequireRole(*identity, hrx::v1::ROLE_OBSERVER);
-      !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, hrx::v1::ROLE_OBSERVER); !allowed.ok()) {
     return Finish(core_, context, allowed);
   }
   for (const BufferSummary& buffer :
@@ -568,10 +566,7 @@ grpc::ServerUnaryReactor* AdminService::SetBudget(
     grpc::CallbackServerContext* context,
     const hrx::v1::SetBudgetRequest* request,
     hrx::v1::SetBudgetResponse* response) {
-  auto identity = Identify(*context, peers_);
-  if (!identity.ok()) return Finish(core_, context, identity.status());
-  if (absl::Status allowed = core_.RequireRole(*identity, hrx::v1::ROLE_ADMIN);
-      !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, hrx::v1::ROLE_ADMIN); !allowed.ok()) {
     return Finish(core_, context, allowed);
   }
   return Finish(core_, context, core_.SetBudget(request->tenant(),
@@ -582,10 +577,7 @@ grpc::ServerUnaryReactor* AdminService::EvictSession(
     grpc::CallbackServerContext* context,
     const hrx::v1::EvictSessionRequest* request,
     hrx::v1::EvictSessionResponse* response) {
-  auto identity = Identify(*context, peers_);
-  if (!identity.ok()) return Finish(core_, context, identity.status());
-  if (absl::Status allowed = core_.RequireRole(*identity, hrx::v1::ROLE_ADMIN);
-      !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, hrx::v1::ROLE_ADMIN); !allowed.ok()) {
     return Finish(core_, context, allowed);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();

@@ -232,6 +232,10 @@ class AdminService final : public hrx::v1::Admin::CallbackService {
       hrx::v1::EvictSessionResponse* response) override;
 
  private:
+  // The caller's identity, checked to have at least `role`.
+  absl::Status Authorize(const grpc::CallbackServerContext& context,
+                         hrx::v1::Role role);
+
   Core& core_;
   const PeerRegistry& peers_;
 };

@@ -30,6 +30,10 @@
 #include "hrx/kernel.h"
 #include "hrx/mapping.h"
 
+namespace hrx::v1 {
+class Dispatch;
+}  // namespace hrx::v1
+
 namespace hrx {
 
 namespace client::internal {
@@ -207,6 +211,11 @@ class Stream {
   absl::Status CheckOwned(const View& view, const char* what) const;
   absl::StatusOr<Buffer> AllocateWith(uint64_t bytes, int contents,
                                       int placement);
+  // Checks a launch as the daemon will and writes it into `out`.
+  absl::Status EncodeDispatch(const Kernel& kernel, Dim3 grid, Dim3 block,
+                              const Constants& constants,
+                              std::span<const View> bindings,
+                              hrx::v1::Dispatch* out) const;
 
   // The shared staging region, mapped; false when it cannot be had.
   bool EnsureSharedStaging();
