@@ -43,8 +43,8 @@ std::shared_ptr<spdlog::logger> Logger(const std::string& component) {
     }
   }
   auto logger = std::make_shared<spdlog::logger>(component, Sink());
-  logger->set_level(spdlog::get_level());
-  spdlog::register_logger(logger);
+  // Registers it with the level and pattern InitLogging set.
+  spdlog::initialize_logger(logger);
   return logger;
 }
 
