@@ -13,6 +13,7 @@
 #include "grpcpp/security/credentials.h"
 #include "hrx/v1/admin.grpc.pb.h"
 #include "hrx/v1/session.grpc.pb.h"
+#include "hrx/v1/status.grpc.pb.h"
 #include "shared/grpc_status.h"
 #include "tests/client_fixture.h"
 
@@ -123,6 +124,15 @@ TEST_F(RemoteTest, AListedCertificateActsWithItsTenantsRole) {
 }
 
 TEST_F(RemoteTest, AnUnlistedCertificateIsRefused) {
+  {
+    auto status_stub = hrx::v1::DaemonStatus::NewStub(Channel("stranger"));
+    grpc::ClientContext context;
+    hrx::v1::GetStatusResponse status;
+    EXPECT_THAT(shared::FromGrpcStatus(status_stub->GetStatus(
+                    &context, hrx::v1::GetStatusRequest(), &status)),
+                StatusIs(absl::StatusCode::kPermissionDenied,
+                         HasSubstr("unknown_certificate")));
+  }
   hrx::v1::ListTenantsResponse tenants;
   EXPECT_THAT(ListTenants("stranger", &tenants),
               StatusIs(absl::StatusCode::kPermissionDenied,

@@ -1,7 +1,10 @@
 // Stream API parity, ordering side: the queue pool, events across streams,
 // submission polling, deferred refusals, drain on close and scratch pools,
 // against a real daemon.
+#include <unistd.h>
+
 #include <cstdint>
+#include <fstream>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -199,6 +202,44 @@ TEST_F(StreamOrderingTest, SharedAllocationsAreZeroedAndUsableOnTheStream) {
   EXPECT_THAT(ReadAll(*stream_, shared->Binding()), Each(0));
   ASSERT_THAT(stream_->Fill(*shared->Slice(4096, 4096), 0xc3), IsOk());
   EXPECT_THAT(ReadAll(*stream_, *shared->Slice(4096, 4096)), Each(0xc3));
+}
+
+class SmallBudgetTest : public ClientFixture {
+ protected:
+  std::vector<std::string> DaemonFlags() const override {
+    const std::string config =
+        "/tmp/hrx-small-budget-" + std::to_string(getpid()) + ".conf";
+    std::ofstream(config)
+        << "tenants { name: \"ops\" uids: 0 role: ROLE_ADMIN budget { "
+           "inflight_commands: 100 shared_bytes: 4096 } }\n";
+    return {"--config=" + config};
+  }
+};
+
+TEST_F(SmallBudgetTest, InflightCommandsAreChargedPerBatchUntilItCompletes) {
+  Buffer buffer = Allocate(*stream_, 64);
+  for (int i = 0; i < 150; ++i) ASSERT_THAT(stream_->Fill(buffer.Binding(), 1), IsOk());
+  EXPECT_THAT(stream_->Synchronize(),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("budget_exhausted: submit 150 commands"),
+                             HasSubstr("inflight_commands budget of 100"))));
+  for (int i = 0; i < 100; ++i) ASSERT_THAT(stream_->Fill(buffer.Binding(), 2), IsOk());
+  EXPECT_THAT(stream_->Synchronize(), IsOk());
+  EXPECT_THAT(ReadAll(*stream_, buffer.Binding()), Each(2));
+}
+
+TEST_F(SmallBudgetTest, SharedBytesAreBudgetedAndLargeTransfersFallBackInline) {
+  EXPECT_THAT(stream_->AllocateShared(4097),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("shared_bytes budget")));
+  auto fits = stream_->AllocateShared(4096);
+  EXPECT_THAT(fits.status(), IsOk());
+  // The shared staging region (16 MiB) cannot be had: transfers stay inline.
+  std::vector<uint8_t> data(1 << 20);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 5);
+  Buffer buffer = Allocate(*stream_, data.size());
+  ASSERT_THAT(stream_->Upload(buffer.Binding(), data), IsOk());
+  EXPECT_TRUE(ReadAll(*stream_, buffer.Binding()) == data);
 }
 
 }  // namespace

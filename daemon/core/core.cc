@@ -232,6 +232,14 @@ absl::Status Core::RequireRole(const PeerIdentity& caller, hrx::v1::Role role) {
       hrx::v1::Role_Name(has), hrx::v1::Role_Name(role)));
 }
 
+absl::Status Core::RequireKnownCaller(const PeerIdentity& caller) const {
+  if (tenants_->Resolve(caller) != nullptr) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrFormat(
+      "unknown_certificate: no tenant lists certificate subject \"%s\". Fix: "
+      "add it to a tenant's certificate_subjects.",
+      caller.certificate_subject));
+}
+
 std::vector<TenantUsage> Core::ListTenants() const {
   std::vector<TenantUsage> list;
   absl::flat_hash_map<const Tenant*, uint64_t> sessions;

@@ -92,6 +92,10 @@ class Core {
   // PERMISSION_DENIED "role_required" unless `caller`'s tenant has at least
   // `role` (observer < admin; clients may not inspect other tenants).
   absl::Status RequireRole(const PeerIdentity& caller, hrx::v1::Role role);
+  // Local callers may always read the daemon's status; a remote caller
+  // must be a certificate some tenant lists (PERMISSION_DENIED
+  // "unknown_certificate" otherwise).
+  absl::Status RequireKnownCaller(const PeerIdentity& caller) const;
   std::vector<TenantUsage> ListTenants() const;
   std::vector<SessionSummary> ListSessions(const std::string& tenant) const;
   // Live buffers, optionally of one tenant and/or one session (0: all).

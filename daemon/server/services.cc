@@ -416,6 +416,11 @@ grpc::ServerUnaryReactor* DaemonStatusService::GetStatus(
     grpc::CallbackServerContext* context,
     const hrx::v1::GetStatusRequest* request,
     hrx::v1::GetStatusResponse* response) {
+  auto identity = Identify(*context, peers_);
+  if (!identity.ok()) return Finish(core_, context, identity.status());
+  if (absl::Status known = core_.RequireKnownCaller(*identity); !known.ok()) {
+    return Finish(core_, context, known);
+  }
   const CoreStatus status = core_.status();
   EncodeDeviceInfo(status.device, response->mutable_device());
   response->set_version(shared::kVersion);
