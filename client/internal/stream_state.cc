@@ -74,16 +74,24 @@ absl::Status StreamState::BrokenLocked() {
 
 absl::Status StreamState::SendBatchLocked(bool ack) {
   if (broken_) return broken_status_;
-  if (pending_.batch().commands_size() == 0 && !ack) return absl::OkStatus();
+  // Nothing pending and every batch sent has been answered for: the daemon
+  // has already taken everything in, so there is nothing to order after.
+  if (pending_.batch().commands_size() == 0 && (!ack || !unacknowledged_)) {
+    return absl::OkStatus();
+  }
   pending_.set_token(ack ? next_token_++ : 0);
   pending_.mutable_batch()->set_ack(ack);
   const bool sent = call_->Write(pending_);
   pending_.mutable_batch()->clear_commands();
   pending_bytes_ = 0;
   if (!sent) return BrokenLocked();
-  if (!ack) return absl::OkStatus();
+  if (!ack) {
+    unacknowledged_ = true;
+    return absl::OkStatus();
+  }
   hrx::v1::StreamReply reply;
   if (!call_->Read(&reply)) return BrokenLocked();
+  unacknowledged_ = false;
   return ReplyStatus(reply);
 }
 
@@ -98,6 +106,9 @@ absl::StatusOr<hrx::v1::StreamReply> StreamState::RoundTripLocked(
   if (!call_->Write(request)) return BrokenLocked();
   hrx::v1::StreamReply reply;
   if (!call_->Read(&reply)) return BrokenLocked();
+  // The daemon handles requests in order: a reply means every batch written
+  // before this request has been taken in.
+  unacknowledged_ = false;
   if (reply.token() != token) {
     return absl::InternalError(absl::StrFormat(
         "stream_protocol: expected the reply to request %u, got %u. Fix: "

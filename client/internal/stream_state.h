@@ -70,6 +70,8 @@ class StreamState final : public StreamBatch {
   hrx::v1::StreamRequest pending_ ABSL_GUARDED_BY(mu_);
   uint64_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_token_ ABSL_GUARDED_BY(mu_) = 1;
+  // A batch was written without an acknowledgement since the last reply.
+  bool unacknowledged_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // Finish already called
   absl::Status broken_status_ ABSL_GUARDED_BY(mu_);
 };
