@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -191,31 +192,78 @@ bool Stream::EnsureSharedStaging() {
   return false;
 }
 
+// The staging region is used as two halves, so that copying one half on
+// the host overlaps with the daemon copying the other; an event per half
+// says when its last copy has run.
 absl::Status Stream::UploadShared(const View& dst,
                                   std::span<const uint8_t> bytes) {
-  for (uint64_t done = 0; done < bytes.size(); done += kSharedStagingBytes) {
-    const uint64_t chunk =
-        std::min<uint64_t>(kSharedStagingBytes, bytes.size() - done);
-    // The region is reused only after the copy that read it has run.
-    if (shared_staging_busy_) HRX_RETURN_IF_ERROR(Synchronize());
-    std::memcpy(shared_map_->bytes().data(), bytes.data() + done, chunk);
-    HRX_ASSIGN_OR_RETURN(View part, dst.Slice(done, chunk));
-    HRX_ASSIGN_OR_RETURN(View from, shared_staging_->Slice(0, chunk));
+  if (shared_staging_busy_) HRX_RETURN_IF_ERROR(Synchronize());
+  constexpr uint64_t kHalf = kSharedStagingBytes / 2;
+  if (bytes.size() <= kHalf) {
+    // One chunk: nothing to overlap, so no events to pay for.
+    std::memcpy(shared_map_->bytes().data(), bytes.data(), bytes.size());
+    HRX_ASSIGN_OR_RETURN(View from, shared_staging_->Slice(0, bytes.size()));
+    HRX_ASSIGN_OR_RETURN(View part, dst.Slice(0, bytes.size()));
     HRX_RETURN_IF_ERROR(Copy(part, from));
     shared_staging_busy_ = true;
+    return absl::OkStatus();
   }
+  std::optional<Event> in_use[2];
+  uint64_t index = 0;
+  for (uint64_t done = 0; done < bytes.size(); done += kHalf, ++index) {
+    const int half = static_cast<int>(index % 2);
+    const uint64_t chunk = std::min<uint64_t>(kHalf, bytes.size() - done);
+    if (in_use[half]) {
+      HRX_RETURN_IF_ERROR(in_use[half]->Synchronize());
+      in_use[half].reset();
+    }
+    std::memcpy(shared_map_->bytes().data() + half * kHalf, bytes.data() + done,
+                chunk);
+    HRX_ASSIGN_OR_RETURN(View part, dst.Slice(done, chunk));
+    HRX_ASSIGN_OR_RETURN(View from, shared_staging_->Slice(half * kHalf, chunk));
+    HRX_RETURN_IF_ERROR(Copy(part, from));
+    HRX_ASSIGN_OR_RETURN(Event copied, RecordEvent());
+    in_use[half].emplace(std::move(copied));
+  }
+  shared_staging_busy_ = true;  // the last copies may still read the region
   return absl::OkStatus();
 }
 
 absl::Status Stream::ReadShared(const View& src, std::span<uint8_t> out) {
-  for (uint64_t done = 0; done < out.size(); done += kSharedStagingBytes) {
-    const uint64_t chunk =
-        std::min<uint64_t>(kSharedStagingBytes, out.size() - done);
-    HRX_ASSIGN_OR_RETURN(View part, src.Slice(done, chunk));
-    HRX_ASSIGN_OR_RETURN(View into, shared_staging_->Slice(0, chunk));
-    HRX_RETURN_IF_ERROR(Copy(into, part));
+  if (shared_staging_busy_) HRX_RETURN_IF_ERROR(Synchronize());
+  constexpr uint64_t kHalf = kSharedStagingBytes / 2;
+  if (out.size() <= kHalf) {
+    // One chunk: copy in, wait, copy out.
+    HRX_ASSIGN_OR_RETURN(View into, shared_staging_->Slice(0, out.size()));
+    HRX_RETURN_IF_ERROR(Copy(into, src));
     HRX_RETURN_IF_ERROR(Synchronize());
-    std::memcpy(out.data() + done, shared_map_->bytes().data(), chunk);
+    std::memcpy(out.data(), shared_map_->bytes().data(), out.size());
+    return absl::OkStatus();
+  }
+  std::optional<Event> ready[2];
+  uint64_t issued = 0;
+  auto issue = [&](int half) -> absl::Status {
+    const uint64_t chunk = std::min<uint64_t>(kHalf, out.size() - issued);
+    HRX_ASSIGN_OR_RETURN(View part, src.Slice(issued, chunk));
+    HRX_ASSIGN_OR_RETURN(View into, shared_staging_->Slice(half * kHalf, chunk));
+    HRX_RETURN_IF_ERROR(Copy(into, part));
+    HRX_ASSIGN_OR_RETURN(Event copied, RecordEvent());
+    ready[half].emplace(std::move(copied));
+    issued += chunk;
+    return absl::OkStatus();
+  };
+  HRX_RETURN_IF_ERROR(issue(0));
+  if (issued < out.size()) HRX_RETURN_IF_ERROR(issue(1));
+  uint64_t index = 0;
+  for (uint64_t taken = 0; taken < out.size(); ++index) {
+    const int half = static_cast<int>(index % 2);
+    const uint64_t chunk = std::min<uint64_t>(kHalf, out.size() - taken);
+    HRX_RETURN_IF_ERROR(ready[half]->Synchronize());
+    ready[half].reset();
+    std::memcpy(out.data() + taken, shared_map_->bytes().data() + half * kHalf,
+                chunk);
+    taken += chunk;
+    if (issued < out.size()) HRX_RETURN_IF_ERROR(issue(half));
   }
   return absl::OkStatus();
 }
