@@ -2,8 +2,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -159,52 +157,34 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
         "metrics_listen_failed: %s: %s. Fix: pick a free port.", address,
         error));
   }
-  auto server = std::unique_ptr<MetricsServer>(
-      new MetricsServer(fd, eventfd(0, EFD_CLOEXEC), core));
-  server->thread_ = std::thread([raw = server.get()] { raw->Loop(); });
+  auto server = std::unique_ptr<MetricsServer>(new MetricsServer(core));
+  auto acceptor = Acceptor::Start(fd, [raw = server.get()](int peer) {
+    raw->Answer(peer);
+    close(peer);
+  });
+  if (!acceptor.ok()) return acceptor.status();
+  server->acceptor_ = *std::move(acceptor);
   return server;
 }
 
-MetricsServer::MetricsServer(int listen_fd, int wake_fd, Core& core)
-    : listen_fd_(listen_fd), wake_fd_(wake_fd), core_(core) {}
-
-MetricsServer::~MetricsServer() {
-  const uint64_t one = 1;
-  (void)!write(wake_fd_, &one, sizeof(one));
-  thread_.join();
-  close(listen_fd_);
-  close(wake_fd_);
-}
-
-void MetricsServer::Loop() {
-  while (true) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    if (fds[1].revents != 0) return;
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    const timeval timeout{2, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    char request[1024] = {};
-    const ssize_t n = recv(fd, request, sizeof(request) - 1, 0);
-    std::string response;
-    if (n > 0 && std::string_view(request, n).rfind("GET /metrics", 0) == 0) {
-      const std::string body = RenderMetrics(core_);
-      response = absl::StrCat(
-          "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
-          "Content-Length: ",
-          body.size(), "\r\nConnection: close\r\n\r\n", body);
-    } else {
-      response =
-          "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: "
-          "close\r\n\r\n";
-    }
-    (void)send(fd, response.data(), response.size(), MSG_NOSIGNAL);
-    close(fd);
+void MetricsServer::Answer(int fd) {
+  const timeval timeout{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  char request[1024] = {};
+  const ssize_t n = recv(fd, request, sizeof(request) - 1, 0);
+  std::string response;
+  if (n > 0 && std::string_view(request, n).rfind("GET /metrics", 0) == 0) {
+    const std::string body = RenderMetrics(core_);
+    response = absl::StrCat(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+        "Content-Length: ",
+        body.size(), "\r\nConnection: close\r\n\r\n", body);
+  } else {
+    response =
+        "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: "
+        "close\r\n\r\n";
   }
+  (void)send(fd, response.data(), response.size(), MSG_NOSIGNAL);
 }
 
 }  // namespace hrx::daemon

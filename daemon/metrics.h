@@ -7,10 +7,10 @@
 
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "daemon/core/core.h"
+#include "daemon/server/acceptor.h"
 
 namespace hrx::daemon {
 
@@ -21,16 +21,13 @@ class MetricsServer {
  public:
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
       const std::string& address, Core& core);
-  ~MetricsServer();
 
  private:
-  MetricsServer(int listen_fd, int wake_fd, Core& core);
-  void Loop();
+  explicit MetricsServer(Core& core) : core_(core) {}
+  void Answer(int fd);
 
-  const int listen_fd_;
-  const int wake_fd_;
   Core& core_;
-  std::thread thread_;
+  std::unique_ptr<Acceptor> acceptor_;
 };
 
 }  // namespace hrx::daemon

@@ -1,7 +1,5 @@
 #include "daemon/server/fd_channel.h"
 
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -78,38 +76,22 @@ absl::StatusOr<std::unique_ptr<FdChannel>> FdChannel::Start(
         "(the side channel's path adds 4 bytes) or check the directory.",
         path, error));
   }
-  const int wake = eventfd(0, EFD_CLOEXEC);
-  auto channel = std::unique_ptr<FdChannel>(new FdChannel(path, fd, wake, core));
-  channel->thread_ = std::thread([raw = channel.get()] { raw->AcceptLoop(); });
+  auto channel = std::unique_ptr<FdChannel>(new FdChannel(path, core));
+  auto acceptor = Acceptor::Start(fd, [raw = channel.get()](int peer) {
+    raw->Serve(peer);
+    close(peer);
+  });
+  if (!acceptor.ok()) return acceptor.status();
+  channel->acceptor_ = *std::move(acceptor);
   return channel;
 }
 
-FdChannel::FdChannel(std::string path, int listen_fd, int wake_fd, Core& core)
-    : path_(std::move(path)), listen_fd_(listen_fd), wake_fd_(wake_fd),
-      core_(core) {}
+FdChannel::FdChannel(std::string path, Core& core)
+    : path_(std::move(path)), core_(core) {}
 
 FdChannel::~FdChannel() {
-  const uint64_t one = 1;
-  (void)!write(wake_fd_, &one, sizeof(one));
-  if (thread_.joinable()) thread_.join();
-  close(listen_fd_);
-  close(wake_fd_);
+  acceptor_.reset();  // stop accepting before the path goes away
   unlink(path_.c_str());
-}
-
-void FdChannel::AcceptLoop() {
-  while (true) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    if (fds[1].revents != 0) return;
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    Serve(fd);
-    close(fd);
-  }
 }
 
 void FdChannel::Serve(int fd) {

@@ -9,10 +9,10 @@
 
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "daemon/core/core.h"
+#include "daemon/server/acceptor.h"
 
 namespace hrx::daemon {
 
@@ -26,15 +26,12 @@ class FdChannel {
   ~FdChannel();  // stops and removes the socket
 
  private:
-  FdChannel(std::string path, int listen_fd, int wake_fd, Core& core);
-  void AcceptLoop();
+  FdChannel(std::string path, Core& core);
   void Serve(int fd);
 
   const std::string path_;
-  const int listen_fd_;
-  const int wake_fd_;
   Core& core_;
-  std::thread thread_;
+  std::unique_ptr<Acceptor> acceptor_;
 };
 
 }  // namespace hrx::daemon

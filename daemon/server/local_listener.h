@@ -7,9 +7,9 @@
 
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
+#include "daemon/server/acceptor.h"
 #include "daemon/server/peer_registry.h"
 #include "grpcpp/server.h"
 
@@ -26,21 +26,19 @@ class LocalListener {
   // passed (socket activation); the listener takes ownership.
   static absl::StatusOr<std::unique_ptr<LocalListener>> FromFd(
       int listen_fd, grpc::Server& server, PeerRegistry& peers);
-  ~LocalListener();  // Stop()
 
   // Stops accepting; connections already handed to gRPC are unaffected.
   void Stop();
 
  private:
-  LocalListener(int listen_fd, int wake_fd, grpc::Server& server,
-                PeerRegistry& peers);
-  void AcceptLoop();
+  LocalListener(grpc::Server& server, PeerRegistry& peers);
+  static absl::StatusOr<std::unique_ptr<LocalListener>> Accept(
+      int listen_fd, grpc::Server& server, PeerRegistry& peers);
+  void HandOver(int fd);
 
-  const int listen_fd_;
-  const int wake_fd_;  // an eventfd that ends the accept loop
   grpc::Server& server_;
   PeerRegistry& peers_;
-  std::thread thread_;
+  std::unique_ptr<Acceptor> acceptor_;
 };
 
 }  // namespace hrx::daemon
