@@ -54,21 +54,12 @@ std::string RenderMetrics(Core& core) {
         s.device.memory_bytes);
   Counter(out, "hrxd_commands_submitted_total", "Commands enqueued.",
           s.commands_submitted);
-  const std::pair<const char*, CacheStats> caches[] = {
+  const std::pair<const char*, StoreStats> caches[] = {
       {"dispatch", s.dispatch_cache},
       {"transfer", s.transfer_cache},
-      {"allocation_pool",
-       CacheStats{s.allocation_pool.entries, s.allocation_pool.bytes,
-                  s.allocation_pool.hits, s.allocation_pool.misses,
-                  s.allocation_pool.evictions}},
-      {"staging_pool",
-       CacheStats{s.staging_pool.entries, s.staging_pool.bytes,
-                  s.staging_pool.hits, s.staging_pool.misses,
-                  s.staging_pool.evictions}},
-      {"upload_staging",
-       CacheStats{s.upload_staging.entries, s.upload_staging.bytes,
-                  s.upload_staging.hits, s.upload_staging.misses,
-                  s.upload_staging.evictions}}};
+      {"allocation_pool", s.allocation_pool},
+      {"staging_pool", s.staging_pool},
+      {"upload_staging", s.upload_staging}};
   absl::StrAppend(&out,
                   "# HELP hrxd_cache_entries Entries held by a cache or pool.\n"
                   "# TYPE hrxd_cache_entries gauge\n");
@@ -76,15 +67,16 @@ std::string RenderMetrics(Core& core) {
     absl::StrAppend(&out, "hrxd_cache_entries{cache=\"", name, "\"} ",
                     c.entries, "\n");
   }
-  for (const char* kind : {"hits", "misses", "evictions"}) {
+  const std::pair<const char*, uint64_t StoreStats::*> counters[] = {
+      {"hits", &StoreStats::hits},
+      {"misses", &StoreStats::misses},
+      {"evictions", &StoreStats::evictions}};
+  for (const auto& [kind, field] : counters) {
     absl::StrAppend(&out, "# HELP hrxd_cache_", kind, "_total Cache and pool ",
                     kind, ".\n# TYPE hrxd_cache_", kind, "_total counter\n");
     for (const auto& [name, c] : caches) {
-      const uint64_t value = std::string_view(kind) == "hits"     ? c.hits
-                             : std::string_view(kind) == "misses" ? c.misses
-                                                                  : c.evictions;
       absl::StrAppend(&out, "hrxd_cache_", kind, "_total{cache=\"", name,
-                      "\"} ", value, "\n");
+                      "\"} ", c.*field, "\n");
     }
   }
   absl::StrAppend(&out,

@@ -164,17 +164,6 @@ class OperationsClientTest : public ClientFixture {
   std::vector<std::string> DaemonFlags() const override {
     return {"--metrics_listen=" + std::to_string(metrics_port_)};  // loopback
   }
-  static int FreePort() {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-    socklen_t length = sizeof(address);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-    close(fd);
-    return ntohs(address.sin_port);
-  }
   std::string Get(const std::string& path) {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in address{};
@@ -194,7 +183,7 @@ class OperationsClientTest : public ClientFixture {
     close(fd);
     return response;
   }
-  int metrics_port_ = FreePort();
+  int metrics_port_ = FreeLoopbackPort();
 };
 
 TEST_F(OperationsClientTest, HrxctlListsSessionsAndBuffersAsTablesAndJson) {

@@ -1,8 +1,5 @@
 // Remote access: a TCP listener that requires TLS with client certificates,
 // whose subjects map to tenants. Certificates are made with openssl per run.
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -46,18 +43,6 @@ std::string Read(const std::string& path) {
   return text.str();
 }
 
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
-
 class RemoteTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -72,7 +57,7 @@ tenants {
   role: ROLE_OBSERVER
 }
 )";
-    address_ = absl::StrCat("127.0.0.1:", FreePort());
+    address_ = absl::StrCat("127.0.0.1:", FreeLoopbackPort());
     auto daemon = TestDaemon::Start(
         {"--config=" + dir_ + "/hrxd.conf", "--listen=" + address_,
          "--tls_cert=" + dir_ + "/server.pem",

@@ -48,6 +48,10 @@ class TestDaemon {
 // The daemon's status (an empty reply, and a test failure, when it fails).
 hrx::v1::GetStatusResponse QueryStatus(const std::string& socket_path);
 
+// A loopback TCP port that is free at the moment of the call, for the
+// daemon's --listen and --metrics_listen.
+int FreeLoopbackPort();
+
 // True once a status call on `socket_path` succeeds (within ~20 s).
 bool WaitUntilServing(const std::string& socket_path, Subprocess* process);
 

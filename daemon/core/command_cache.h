@@ -15,25 +15,11 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "daemon/core/store_stats.h"
 
 namespace hrx::daemon {
 
-struct CacheStats {
-  uint64_t entries = 0;
-  uint64_t bytes = 0;
-  uint64_t hits = 0;
-  uint64_t misses = 0;
-  uint64_t evictions = 0;
-
-  CacheStats& operator+=(const CacheStats& other) {
-    entries += other.entries;
-    bytes += other.bytes;
-    hits += other.hits;
-    misses += other.misses;
-    evictions += other.evictions;
-    return *this;
-  }
-};
+using CacheStats = StoreStats;
 
 template <typename Value>
 class CommandCache {

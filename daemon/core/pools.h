@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "daemon/backend/backend.h"
+#include "daemon/core/store_stats.h"
 
 namespace hrx::daemon {
 
@@ -33,22 +34,7 @@ inline constexpr uint64_t kPoolMaxBufferBytes = uint64_t{64} << 20;
 inline constexpr size_t kPoolMaxEntries = 16;
 inline constexpr uint64_t kPoolMaxBytes = uint64_t{64} << 20;
 
-struct PoolStats {
-  uint64_t entries = 0;
-  uint64_t bytes = 0;
-  uint64_t hits = 0;       // requests served from the pool
-  uint64_t misses = 0;     // requests that allocated
-  uint64_t evictions = 0;  // entries dropped to stay within bounds
-
-  PoolStats& operator+=(const PoolStats& other) {
-    entries += other.entries;
-    bytes += other.bytes;
-    hits += other.hits;
-    misses += other.misses;
-    evictions += other.evictions;
-    return *this;
-  }
-};
+using PoolStats = StoreStats;
 
 class UploadStaging {
  public:

@@ -33,18 +33,12 @@ DoneCallback FinishLater(Core& core, grpc::ServerUnaryReactor* reactor) {
   };
 }
 
-void EncodeCounters(const CacheStats& stats, hrx::v1::CacheCounters* out) {
+void EncodeCounters(const StoreStats& stats, hrx::v1::CacheCounters* out) {
   out->set_entries(stats.entries);
   out->set_bytes(stats.bytes);
   out->set_hits(stats.hits);
   out->set_misses(stats.misses);
   out->set_evictions(stats.evictions);
-}
-
-void EncodeCounters(const PoolStats& stats, hrx::v1::CacheCounters* out) {
-  EncodeCounters(CacheStats{stats.entries, stats.bytes, stats.hits,
-                            stats.misses, stats.evictions},
-                 out);
 }
 
 void EncodeDeviceInfo(const DeviceInfo& info, hrx::v1::DeviceInfo* out) {
