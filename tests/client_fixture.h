@@ -16,9 +16,12 @@
 
 namespace hrx::testing {
 
-// Path of a test kernel's shared object, e.g. KernelPath("add_f32").
+// Path of a test kernel's code object for the backend under test, e.g.
+// KernelPath("add_f32"): a shared object on cpu, a cubin on hip.
 inline std::string KernelPath(const std::string& name) {
-  return RunfilePath("tests/kernels/" + name + ".so");
+  return TestBackend() == "hip"
+             ? RunfilePath("tests/kernels/gpu/" + name + ".cubin")
+             : RunfilePath("tests/kernels/" + name + ".so");
 }
 
 class ClientFixture : public ::testing::Test {

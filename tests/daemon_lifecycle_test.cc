@@ -25,6 +25,7 @@ namespace {
 using ::hrx::shared::IsOk;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 mode_t ModeOf(const std::string& path) {
   struct stat info {};
@@ -34,7 +35,7 @@ mode_t ModeOf(const std::string& path) {
 
 std::vector<std::string> HrxdArgs(const std::string& socket_path,
                                   std::vector<std::string> extra = {}) {
-  std::vector<std::string> argv = {RunfilePath("daemon/hrxd"),
+  std::vector<std::string> argv = {DaemonPath(),
                                    absl::StrCat("--socket=", socket_path),
                                    absl::StrCat("--backend=", TestBackend())};
   argv.insert(argv.end(), extra.begin(), extra.end());
@@ -133,22 +134,49 @@ TEST(DaemonLifecycleTest, BadFlagsAreRefusedWithAFix) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(DaemonLifecycleTest, AutoBackendFallsBackToCpuAndSaysWhy) {
+// Starts `binary` with --backend=auto, stops it, and checks what it chose:
+// the GPU ("backend hip") when `gpu` is true, otherwise cpu with the
+// fallback's reason, which names the HIP platform (`platform`, or any when
+// empty).
+void ExpectAutoChoice(const std::string& binary, bool gpu,
+                      const std::string& platform) {
   const std::string dir = MakeShortTempDir();
   const std::string socket_path = dir + "/hrxd.sock";
   Subprocess daemon = Subprocess::Start(
-      {RunfilePath("daemon/hrxd"), absl::StrCat("--socket=", socket_path),
-       "--backend=auto"},
-      dir);
+      {binary, absl::StrCat("--socket=", socket_path), "--backend=auto"}, dir);
   ASSERT_TRUE(WaitUntilServing(socket_path, &daemon)) << daemon.Stderr();
   daemon.Signal(SIGTERM);
   EXPECT_EQ(daemon.Wait(), 0);
-  // This build has no GPU backend, so auto must pick cpu and log the reason.
-  EXPECT_THAT(daemon.Stderr(),
-              AllOf(HasSubstr("falling back to the cpu backend"),
-                    HasSubstr("hip_unavailable")));
+  if (gpu) {
+    EXPECT_THAT(daemon.Stderr(), AllOf(HasSubstr("(backend hip, device"),
+                                       Not(HasSubstr("falling back"))));
+  } else {
+    EXPECT_THAT(daemon.Stderr(),
+                AllOf(HasSubstr("falling back to the cpu backend"),
+                      HasSubstr("hip_unavailable: backend hip" + platform),
+                      HasSubstr("(backend cpu, device")));
+  }
   EXPECT_THAT(daemon.Stdout(), HasSubstr("hrxctl --socket=" + socket_path));
   std::filesystem::remove_all(dir);
+}
+
+TEST(DaemonLifecycleTest, AutoPicksTheGpuWhereUsableElseFallsBackSayingWhy) {
+  // The default build carries no GPU backend; a HIP variant under test on a
+  // GPU machine (HRX_TEST_BACKEND=hip) must pick the GPU.
+  ExpectAutoChoice(DaemonPath(), TestBackend() == "hip", "");
+}
+
+TEST(DaemonLifecycleTest, TheNvidiaVariantRunsWithoutAGpuByFallingBack) {
+  // Linked with CUDA's static runtime: it starts without a driver.
+  ExpectAutoChoice(RunfilePath("daemon/hrxd_hip_nvidia"),
+                   TestBackend() == "hip", " (nvidia): no usable GPU");
+}
+
+TEST(DaemonLifecycleTest, TheAmdVariantRunsWithoutAnAmdGpuByFallingBack) {
+  // No AMD GPU where this runs (CI has no GPU; the GPU runs are on NVIDIA,
+  // and skip this test: the AMD runtime is not carried there).
+  ExpectAutoChoice(RunfilePath("daemon/hrxd_hip_amd"), false,
+                   " (amd): no usable GPU");
 }
 
 }  // namespace

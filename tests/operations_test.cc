@@ -31,7 +31,7 @@ using ::testing::HasSubstr;
 
 std::vector<std::string> Hrxd(const std::string& socket_path,
                               std::vector<std::string> extra = {}) {
-  std::vector<std::string> argv = {RunfilePath("daemon/hrxd"),
+  std::vector<std::string> argv = {DaemonPath(),
                                    "--socket=" + socket_path, "--backend=cpu"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
@@ -102,7 +102,7 @@ TEST(OperationsTest, ServesOnASocketPassedTheWaySystemdDoes) {
   // hrxd with exec (the same process).
   Subprocess daemon = Subprocess::Start(
       {"/bin/sh", "-c", "LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" --backend=cpu",
-       RunfilePath("daemon/hrxd")},
+       DaemonPath()},
       dir, {}, listening);
   close(listening);
   ASSERT_TRUE(WaitUntilServing(path, &daemon)) << daemon.Stderr();

@@ -38,11 +38,14 @@ struct RawSession {
     return context;
   }
 
-  absl::StatusOr<hrx::v1::Handle> Allocate(uint64_t bytes) {
+  absl::StatusOr<hrx::v1::Handle> Allocate(
+      uint64_t bytes,
+      hrx::v1::Placement placement = hrx::v1::PLACEMENT_DEVICE) {
     auto context = Context();
     hrx::v1::AllocateRequest request;
     request.set_bytes(bytes);
     request.set_contents(hrx::v1::INITIAL_CONTENTS_ZEROED);
+    request.set_placement(placement);
     hrx::v1::AllocateResponse response;
     absl::Status status = shared::FromGrpcStatus(
         buffers->Allocate(context.get(), request, &response));

@@ -164,7 +164,7 @@ TEST_F(RemoteTest, HrxctlInspectsARemoteDaemonWithAClientCertificate) {
 TEST(RemoteListenTest, TcpWithoutTlsIsRefusedAtStartUp) {
   const std::string dir = MakeShortTempDir();
   const RunResult refused = RunToCompletion(
-      {RunfilePath("daemon/hrxd"), "--socket=" + dir + "/hrxd.sock",
+      {DaemonPath(), "--socket=" + dir + "/hrxd.sock",
        "--backend=cpu", "--listen=127.0.0.1:1"},
       dir);
   EXPECT_EQ(refused.exit_code, 1);

@@ -59,7 +59,10 @@ class ResidentHandleTest : public ClientFixture {
     return response;
   }
 
-  uint64_t TenantDeviceBytes(const std::string& name) {
+  uint64_t TenantSharedBytes(const std::string& name) {
+    return TenantUsage(name).shared_bytes();
+  }
+  hrx::v1::Usage TenantUsage(const std::string& name) {
     auto stub = hrx::v1::Admin::NewStub(
         client::internal::MakeChannel(daemon_->socket_path()));
     grpc::ClientContext context;
@@ -68,9 +71,10 @@ class ResidentHandleTest : public ClientFixture {
         stub->ListTenants(&context, hrx::v1::ListTenantsRequest(), &response)
             .ok());
     for (const auto& tenant : response.tenants()) {
-      if (tenant.name() == name) return tenant.usage().device_bytes();
+      if (tenant.name() == name) return tenant.usage();
     }
-    return ~uint64_t{0};
+    ADD_FAILURE() << "no tenant " << name;
+    return hrx::v1::Usage();
   }
 };
 
@@ -130,7 +134,9 @@ TEST_F(ResidentHandleTest, AnotherProcessMapsAGrantedBufferWithNoCopy) {
 
 TEST_F(ResidentHandleTest, TicketsAreSingleUseShortLivedAndBoundToTheExporter) {
   RawSession raw(daemon_->socket_path());
-  const hrx::v1::Handle buffer = *raw.Allocate(4096);
+  // Shared: exportable as shm on every backend (GPU device memory is not).
+  const hrx::v1::Handle buffer =
+      *raw.Allocate(4096, hrx::v1::PLACEMENT_SHARED);
   // Reused.
   const hrx::v1::ExportResponse once = Export(raw, buffer);
   ASSERT_EQ(once.ticket().size(), 16u);
@@ -170,15 +176,19 @@ TEST_F(ResidentHandleTest, DmaBufIsExportedWhereAvailableElseRefusedNamingWhy) {
   auto buffer = stream_->Allocate(4096);
   ASSERT_THAT(buffer.status(), IsOk());
   const hrx::v1::GetStatusResponse status = QueryStatus(daemon_->socket_path());
-  const bool udmabuf = access("/dev/udmabuf", R_OK | W_OK) == 0;
+  // The GPU's driver exports device memory (the NVIDIA H200 of the device
+  // runs does); the CPU backend makes dma-bufs through udmabuf, where the
+  // kernel offers it.
+  const bool available = TestBackend() == "hip" ||
+                         access("/dev/udmabuf", R_OK | W_OK) == 0;
   const std::vector<std::string> kinds(status.handle_kinds().begin(),
                                        status.handle_kinds().end());
   const std::vector<std::string> expected =
-      udmabuf ? std::vector<std::string>({"shm", "dmabuf"})
-              : std::vector<std::string>({"shm"});
+      available ? std::vector<std::string>({"shm", "dmabuf"})
+                : std::vector<std::string>({"shm"});
   EXPECT_EQ(kinds, expected);
   auto dmabuf = buffer->ExportDmaBuf();
-  if (udmabuf) {
+  if (available) {
     ASSERT_THAT(dmabuf.status(), IsOk());
     EXPECT_TRUE(dmabuf->fd.valid());
     EXPECT_EQ(dmabuf->bytes, 4096u);
@@ -190,21 +200,36 @@ TEST_F(ResidentHandleTest, DmaBufIsExportedWhereAvailableElseRefusedNamingWhy) {
   }
 }
 
-TEST_F(ResidentHandleTest, ExportedMemoryStaysChargedUntilEveryMappingIsReleased) {
-  const uint64_t before = TenantDeviceBytes("ops");
+TEST_F(ResidentHandleTest, GpuDeviceMemoryIsRefusedAsShmNamingWhy) {
   auto buffer = stream_->Allocate(1 << 20);
+  ASSERT_THAT(buffer.status(), IsOk());
+  auto mapping = buffer->Map();
+  if (TestBackend() == "hip") {
+    EXPECT_THAT(mapping, StatusIs(absl::StatusCode::kFailedPrecondition,
+                                  AllOf(HasSubstr("not_host_mappable"),
+                                        HasSubstr("1048576-byte"),
+                                        HasSubstr("AllocateShared"))));
+  } else {
+    // The CPU backend's device memory is a memfd: it maps.
+    EXPECT_THAT(mapping.status(), IsOk());
+  }
+}
+
+TEST_F(ResidentHandleTest, ExportedMemoryStaysChargedUntilEveryMappingIsReleased) {
+  const uint64_t before = TenantSharedBytes("ops");
+  auto buffer = stream_->AllocateShared(1 << 20);
   ASSERT_THAT(buffer.status(), IsOk());
   auto mapping = buffer->Map();
   ASSERT_THAT(mapping.status(), IsOk());
   mapping->bytes()[0] = 42;
   ASSERT_THAT(buffer->Free(), IsOk());
   // Freed, but this process still maps it: the owner stays charged.
-  EXPECT_EQ(TenantDeviceBytes("ops"), before + (1 << 20));
+  EXPECT_EQ(TenantSharedBytes("ops"), before + (1 << 20));
   EXPECT_EQ(mapping->bytes()[0], 42);
   mapping = Mapping(std::move(*mapping));  // moving keeps the hold
-  EXPECT_EQ(TenantDeviceBytes("ops"), before + (1 << 20));
+  EXPECT_EQ(TenantSharedBytes("ops"), before + (1 << 20));
   { Mapping released = std::move(*mapping); }
-  EXPECT_EQ(TenantDeviceBytes("ops"), before);
+  EXPECT_EQ(TenantSharedBytes("ops"), before);
 }
 
 TEST_F(ResidentHandleTest, LargeTransfersGoThroughSharedMemoryAndRoundTrip) {

@@ -34,6 +34,12 @@ std::string TestBackend() {
   return backend != nullptr && backend[0] != '\0' ? backend : "cpu";
 }
 
+std::string DaemonPath() {
+  const char* daemon = std::getenv("HRX_TEST_DAEMON");
+  return RunfilePath(daemon != nullptr && daemon[0] != '\0' ? daemon
+                                                            : "daemon/hrxd");
+}
+
 hrx::v1::GetStatusResponse QueryStatus(const std::string& socket_path) {
   auto stub = hrx::v1::DaemonStatus::NewStub(
       client::internal::MakeChannel(socket_path));
@@ -69,7 +75,7 @@ absl::StatusOr<std::unique_ptr<TestDaemon>> TestDaemon::Start(
   const bool owns_dir = dir.empty();
   const std::string where = owns_dir ? MakeShortTempDir() : dir;
   const std::string socket_path = absl::StrCat(where, "/hrxd.sock");
-  std::vector<std::string> argv = {RunfilePath("daemon/hrxd"),
+  std::vector<std::string> argv = {DaemonPath(),
                                    absl::StrCat("--socket=", socket_path),
                                    absl::StrCat("--backend=", TestBackend()),
                                    "--log-level=warn"};

@@ -15,6 +15,10 @@ namespace hrx::testing {
 // The backend integration tests run on: $HRX_TEST_BACKEND, default "cpu".
 std::string TestBackend();
 
+// The hrxd binary under test: the runfile $HRX_TEST_DAEMON names (a build
+// variant such as daemon/hrxd_hip_nvidia), default daemon/hrxd.
+std::string DaemonPath();
+
 class TestDaemon {
  public:
   // Starts //daemon:hrxd on `dir`/hrxd.sock (a fresh short temp directory

@@ -8,6 +8,9 @@ run was cut short) counts as one failure; so does a target that failed
 without a failing test case in its XML (a crash or a timeout).
 
 usage: count_results.py BEP_JSON TEST_TARGETS_FILE
+       count_results.py --xml NAME=XML_PATH...   (runs outside Bazel, such as
+           tools/gpu_run.sh's: a missing or unreadable XML counts as one
+           failure)
 """
 import json
 import sys
@@ -51,7 +54,25 @@ def count_cases(xml_path):
     return passed, failed, failures
 
 
+def main_xml(pairs):
+    total_passed = total_failed = 0
+    for pair in pairs:
+        name, _, xml_path = pair.partition("=")
+        try:
+            passed, failed, failures = count_cases(xml_path)
+        except (OSError, ElementTree.ParseError):
+            passed, failed, failures = 0, 1, ["no test.xml (crash or timeout)"]
+        total_passed += passed
+        total_failed += failed
+        print(f"  {name}: {passed} passed, {failed} failed"
+              + (f"  [{'; '.join(failures)}]" if failures else ""))
+    print(f"{total_passed} passed, {total_failed} failed")
+    return 0 if total_failed == 0 and total_passed > 0 else 1
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--xml":
+        return main_xml(sys.argv[2:])
     bep_path, targets_path = sys.argv[1], sys.argv[2]
     with open(targets_path, encoding="utf-8") as targets_file:
         targets = [t.strip() for t in targets_file if t.strip()]

@@ -60,7 +60,9 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : properties_(MakeProperties(options.memory_bytes != 0
                                      ? options.memory_bytes
                                      : HalfOfPhysicalMemory())),
-      accounting_(std::make_shared<CpuAccounting>(properties_.memory_bytes)),
+      accounting_(std::make_shared<MemoryAccounting>(
+          properties_.memory_bytes,
+          "start hrxd with a larger --cpu_memory_bytes")),
       pool_(std::max(1u, std::thread::hardware_concurrency())) {}
 
 absl::StatusOr<MemoryRef> CpuBackend::Allocate(uint64_t bytes, MemoryKind kind,
@@ -85,12 +87,12 @@ absl::StatusOr<KernelRef> CpuBackend::LoadKernel(std::string_view code,
 
 std::vector<ExportKind> CpuBackend::export_kinds() const {
   std::vector<ExportKind> kinds = {ExportKind::kShm};
-  if (access("/dev/udmabuf", R_OK | W_OK) == 0) kinds.push_back(ExportKind::kDmaBuf);
+  if (UdmabufAvailable()) kinds.push_back(ExportKind::kDmaBuf);
   return kinds;
 }
 
 uint64_t CpuBackend::bytes_in_use() const {
-  return accounting_->in_use_bytes.load();
+  return accounting_->in_use_bytes();
 }
 
 }  // namespace hrx::backend

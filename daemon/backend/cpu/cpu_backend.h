@@ -32,7 +32,7 @@ class CpuBackend final : public Backend {
 
  private:
   const DeviceProperties properties_;
-  const std::shared_ptr<CpuAccounting> accounting_;
+  const std::shared_ptr<MemoryAccounting> accounting_;
   // Runs every queue's workgroups. Queues must be destroyed before the
   // backend (the core's queue pool is).
   ThreadPool pool_;

@@ -1,0 +1,133 @@
+#include "daemon/backend/hip/hip_graph.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/backend/hip/hip_kernel.h"
+#include "daemon/backend/hip/hip_memory.h"
+#include "daemon/backend/hip/hip_status.h"
+
+namespace hrx::backend {
+namespace {
+
+constexpr char kHealthFix[] = "check the GPU's health (hrxctl status)";
+
+const HipKernel& KernelOf(const DispatchArgs& dispatch) {
+  return static_cast<const HipKernel&>(*dispatch.kernel);
+}
+
+dim3 Dim(const std::array<uint32_t, 3>& size) {
+  return dim3(size[0], size[1], size[2]);
+}
+
+absl::Status AddNode(hipGraph_t graph, const GraphNode& node,
+                     const std::vector<hipGraphNode_t>& deps,
+                     hipGraphNode_t* added) {
+  const bool empty = node.op == GraphNode::Op::kJoin ||
+                     (node.op != GraphNode::Op::kDispatch && node.length == 0);
+  if (empty) {
+    return HipStatus(hipGraphAddEmptyNode(added, graph, deps.data(), deps.size()),
+                     "build a graph", "hipGraphAddEmptyNode", kHealthFix);
+  }
+  switch (node.op) {
+    case GraphNode::Op::kFill: {
+      hipMemsetParams params{};
+      params.dst = DeviceAddress(*node.dst, node.dst_offset);
+      params.elementSize = 1;
+      params.width = node.length;
+      params.height = 1;
+      params.value = node.value;
+      return HipStatus(hipGraphAddMemsetNode(added, graph, deps.data(),
+                                             deps.size(), &params),
+                       "build a graph", "hipGraphAddMemsetNode", kHealthFix);
+    }
+    case GraphNode::Op::kCopy:
+      return HipStatus(
+          hipGraphAddMemcpyNode1D(added, graph, deps.data(), deps.size(),
+                                  DeviceAddress(*node.dst, node.dst_offset),
+                                  DeviceAddress(*node.src, node.src_offset),
+                                  node.length, hipMemcpyDefault),
+          "build a graph", "hipGraphAddMemcpyNode1D", kHealthFix);
+    case GraphNode::Op::kDispatch: {
+      const DispatchArgs& dispatch = *node.dispatch;
+      const HipKernel& kernel = KernelOf(dispatch);
+      PackedParams packed = kernel.Pack(dispatch);
+      hipKernelNodeParams params{};
+      params.func = reinterpret_cast<void*>(kernel.function());
+      params.gridDim = Dim(dispatch.grid);
+      params.blockDim = Dim(dispatch.block);
+      params.kernelParams = packed.pointers.data();
+      // The runtime copies the parameters into the node.
+      return HipStatus(hipGraphAddKernelNode(added, graph, deps.data(),
+                                             deps.size(), &params),
+                       absl::StrCat("build a graph node for ", kernel.entry()),
+                       "hipGraphAddKernelNode", kHealthFix);
+    }
+    case GraphNode::Op::kJoin:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<hipGraphExec_t> InstantiateGraph(const GraphPlan& plan) {
+  hipGraph_t graph = nullptr;
+  HRX_HIP_RETURN_IF_ERROR(hipGraphCreate(&graph, 0), "build a graph",
+                          "hipGraphCreate", kHealthFix);
+  std::vector<hipGraphNode_t> nodes(plan.nodes.size(), nullptr);
+  absl::Status built;
+  std::vector<hipGraphNode_t> deps;
+  for (size_t i = 0; i < plan.nodes.size() && built.ok(); ++i) {
+    deps.clear();
+    for (uint32_t before : plan.nodes[i].after) deps.push_back(nodes[before]);
+    built = AddNode(graph, plan.nodes[i], deps, &nodes[i]);
+  }
+  hipGraphExec_t exec = nullptr;
+  if (built.ok()) {
+    built = HipStatus(hipGraphInstantiate(&exec, graph, nullptr, nullptr, 0),
+                      "instantiate a graph", "hipGraphInstantiate", kHealthFix);
+  }
+  // The executable does not need the graph it was made from.
+  (void)hipGraphDestroy(graph);
+  if (!built.ok()) return built;
+  return exec;
+}
+
+absl::Status IssueDispatch(const DispatchArgs& dispatch, hipStream_t stream) {
+  const HipKernel& kernel = KernelOf(dispatch);
+  PackedParams packed = kernel.Pack(dispatch);
+  return HipStatus(
+      hipModuleLaunchKernel(kernel.function(), dispatch.grid[0],
+                            dispatch.grid[1], dispatch.grid[2],
+                            dispatch.block[0], dispatch.block[1],
+                            dispatch.block[2], 0, stream,
+                            packed.pointers.data(), nullptr),
+      absl::StrCat("launch ", kernel.entry()), "hipModuleLaunchKernel",
+      "check the launch shape against the GPU's limits");
+}
+
+absl::Status IssueNode(const GraphNode& node, hipStream_t stream) {
+  switch (node.op) {
+    case GraphNode::Op::kJoin:
+      return absl::OkStatus();
+    case GraphNode::Op::kDispatch:
+      return IssueDispatch(*node.dispatch, stream);
+    case GraphNode::Op::kFill:
+      if (node.length == 0) return absl::OkStatus();
+      return HipStatus(
+          hipMemsetD8Async(DeviceAddress(*node.dst, node.dst_offset),
+                           node.value, node.length, stream),
+          "fill", "hipMemsetD8Async", kHealthFix);
+    case GraphNode::Op::kCopy:
+      if (node.length == 0) return absl::OkStatus();
+      return HipStatus(
+          hipMemcpyAsync(DeviceAddress(*node.dst, node.dst_offset),
+                         DeviceAddress(*node.src, node.src_offset),
+                         node.length, hipMemcpyDefault, stream),
+          "copy", "hipMemcpyAsync", kHealthFix);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace hrx::backend

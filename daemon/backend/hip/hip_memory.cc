@@ -1,0 +1,146 @@
+#include "daemon/backend/hip/hip_memory.h"
+
+#include <unistd.h>
+
+#include "absl/strings/str_format.h"
+#include "daemon/backend/hip/hip_status.h"
+
+namespace hrx::backend {
+namespace {
+
+constexpr char kAllocateFix[] =
+    "free buffers or allocate less; other processes on this GPU hold memory "
+    "too";
+
+absl::StatusOr<uint8_t*> AllocateDevice(uint64_t bytes, bool zeroed) {
+  void* address = nullptr;
+  HRX_HIP_RETURN_IF_ERROR(hipMalloc(&address, bytes), "allocate device memory",
+                          "hipMalloc", kAllocateFix);
+  if (zeroed) {
+    // On the null stream, then waited for: the daemon's queues are
+    // non-blocking streams, which do not order after the null stream.
+    hipError_t error = hipMemsetD8Async(address, 0, bytes, nullptr);
+    if (error == hipSuccess) error = hipStreamSynchronize(nullptr);
+    if (error != hipSuccess) {
+      (void)hipFree(address);
+      return HipStatus(error, "zero device memory", "hipMemsetD8Async",
+                       "check the GPU's health (hrxctl status)");
+    }
+  }
+  return static_cast<uint8_t*>(address);
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<HipMemory>> HipMemory::Create(
+    int device, uint64_t bytes, MemoryKind kind, bool zeroed,
+    std::shared_ptr<MemoryAccounting> accounting) {
+  HRX_RETURN_IF_ERROR(BindDevice(device));
+  HRX_RETURN_IF_ERROR(accounting->Reserve(bytes));
+  // Neither runtime allocates zero bytes; one byte keeps every buffer a
+  // real, distinct allocation.
+  const uint64_t allocated = bytes == 0 ? 1 : bytes;
+  std::optional<MemfdMapping> mapping;
+  uint8_t* device_address = nullptr;
+  if (kind == MemoryKind::kDevice) {
+    auto address = AllocateDevice(allocated, zeroed);
+    if (!address.ok()) {
+      accounting->Release(bytes);
+      return address.status();
+    }
+    device_address = *address;
+  } else {
+    // A fresh memfd reads as zero, so `zeroed` costs nothing here.
+    auto pages = MemfdMapping::Create(allocated);
+    if (!pages.ok()) {
+      accounting->Release(bytes);
+      return pages.status();
+    }
+    hipError_t error =
+        hipHostRegister(pages->data(), allocated,
+                        hipHostRegisterMapped | hipHostRegisterPortable);
+    void* mapped = nullptr;
+    if (error == hipSuccess) {
+      error = hipHostGetDevicePointer(&mapped, pages->data(), 0);
+      if (error != hipSuccess) (void)hipHostUnregister(pages->data());
+    }
+    if (error != hipSuccess) {
+      accounting->Release(bytes);
+      return HipStatus(error,
+                       absl::StrFormat("register %u bytes of shared memory",
+                                       allocated),
+                       "hipHostRegister",
+                       "raise the daemon's locked-memory limit "
+                       "(LimitMEMLOCK), or allocate less shared memory");
+    }
+    device_address = static_cast<uint8_t*>(mapped);
+    mapping.emplace(*std::move(pages));
+  }
+  return std::shared_ptr<HipMemory>(new HipMemory(device, bytes, kind,
+                                                  std::move(mapping),
+                                                  device_address,
+                                                  std::move(accounting)));
+}
+
+HipMemory::HipMemory(int device, uint64_t size, MemoryKind kind,
+                     std::optional<MemfdMapping> mapping,
+                     uint8_t* device_address,
+                     std::shared_ptr<MemoryAccounting> accounting)
+    : device_(device),
+      size_(size),
+      kind_(kind),
+      id_(NextMemoryId()),
+      mapping_(std::move(mapping)),
+      device_address_(device_address),
+      accounting_(std::move(accounting)) {}
+
+HipMemory::~HipMemory() {
+  // Destructors run on whichever thread dropped the last reference.
+  (void)BindDevice(device_);
+  if (mapping_) {
+    (void)hipHostUnregister(mapping_->data());
+  } else {
+    (void)hipFree(device_address_);
+  }
+  accounting_->Release(size_);
+}
+
+absl::StatusOr<int> HipMemory::ExportFd(ExportKind kind) const {
+  if (mapping_) {
+    return kind == ExportKind::kShm ? mapping_->ExportShm()
+                                    : mapping_->ExportUdmabuf();
+  }
+  if (kind == ExportKind::kShm) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "not_host_mappable: export shm: this %u-byte buffer is GPU device "
+        "memory, which has no host pages to share. Fix: allocate it shared "
+        "(Stream::AllocateShared) to map it, or export it as dma-buf.",
+        size_));
+  }
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t address = reinterpret_cast<uint64_t>(device_address_);
+  if (address % page != 0 || size_ % page != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "dmabuf_unaligned: export dma-buf: the driver exports whole %u-byte "
+        "pages, and this buffer is %u bytes at an address %u bytes into a "
+        "page. Fix: allocate a multiple of %u bytes.",
+        page, size_, address % page, page));
+  }
+  HRX_RETURN_IF_ERROR(BindDevice(device_));
+  int fd = -1;
+  const hipError_t error =
+      hip_platform::ExportDmaBuf(device_address_, size_, &fd);
+  if (error == hipErrorNotSupported) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "dmabuf_unavailable: export dma-buf: the %s GPU driver cannot export "
+        "device memory as dma-buf. Fix: export a shared buffer (through "
+        "udmabuf), or use a driver with dma-buf export.",
+        hip_platform::Name()));
+  }
+  HRX_HIP_RETURN_IF_ERROR(error, "export dma-buf", "ExportDmaBuf",
+                          "check the driver's dma-buf support (needs an "
+                          "open kernel module on NVIDIA)");
+  return fd;
+}
+
+}  // namespace hrx::backend

@@ -1,0 +1,410 @@
+#include "daemon/backend/hip/hip_queue.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "daemon/backend/hip/hip_graph.h"
+#include "daemon/backend/hip/hip_memory.h"
+#include "daemon/backend/hip/hip_status.h"
+
+namespace hrx::backend {
+namespace {
+
+constexpr char kHealthFix[] = "check the GPU's health (hrxctl status)";
+
+const char* OpName(int op) {
+  static constexpr const char* kNames[] = {
+      "fill", "copy", "upload", "read", "marker", "cross-queue wait",
+      "dispatch", "graph launch"};
+  return kNames[op];
+}
+
+}  // namespace
+
+HipEventPool::~HipEventPool() {
+  (void)BindDevice(device_);
+  absl::MutexLock lock(&mu_);
+  for (hipEvent_t event : free_) (void)hipEventDestroy(event);
+}
+
+absl::StatusOr<HipEventPool::EventRef> HipEventPool::Take() {
+  hipEvent_t event = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!free_.empty()) {
+      event = free_.back();
+      free_.pop_back();
+    }
+  }
+  if (event == nullptr) {
+    HRX_HIP_RETURN_IF_ERROR(
+        hipEventCreateWithFlags(&event, hipEventDisableTiming),
+        "create a completion event", "hipEventCreateWithFlags", kHealthFix);
+  }
+  return EventRef(new hipEvent_t(event),
+                  [pool = shared_from_this()](const hipEvent_t* e) {
+                    pool->Give(*e);
+                    delete e;
+                  });
+}
+
+void HipEventPool::Give(hipEvent_t event) {
+  absl::MutexLock lock(&mu_);
+  free_.push_back(event);
+}
+
+absl::StatusOr<std::unique_ptr<HipQueue>> HipQueue::Create(int device) {
+  HRX_RETURN_IF_ERROR(BindDevice(device));
+  hipStream_t stream = nullptr;
+  // Non-blocking: the daemon's queues never order behind the null stream.
+  HRX_HIP_RETURN_IF_ERROR(hipStreamCreateWithFlags(&stream, hipStreamNonBlocking),
+                          "create a queue", "hipStreamCreateWithFlags",
+                          kHealthFix);
+  return std::unique_ptr<HipQueue>(new HipQueue(device, stream));
+}
+
+HipQueue::HipQueue(int device, hipStream_t stream)
+    : device_(device),
+      stream_(stream),
+      events_(std::make_shared<HipEventPool>(device)),
+      bounce_(std::make_shared<HipPinnedPool>(device)),
+      completions_([this] { RunCompletions(); }) {}
+
+HipQueue::~HipQueue() {
+  Fence last = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    last = submitted_;
+  }
+  (void)Wait(last);
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  completions_.join();
+  (void)BindDevice(device_);
+  for (auto& [plan, cached] : execs_) (void)hipGraphExecDestroy(cached.exec);
+  (void)hipStreamDestroy(stream_);
+}
+
+absl::StatusOr<Fence> HipQueue::Submit(Op op, const Issue& issue, Keep keep,
+                                       const Kernel* kernel,
+                                       CompletionCallback callback,
+                                       std::function<void()> finish) {
+  HRX_RETURN_IF_ERROR(BindDevice(device_));
+  HRX_ASSIGN_OR_RETURN(HipEventPool::EventRef event, events_->Take());
+  absl::MutexLock lock(&mu_);
+  // After a fault the context is lost: nothing more reaches the device.
+  if (!status_.ok()) return status_;
+  if (issue) HRX_RETURN_IF_ERROR(issue(stream_));
+  HRX_HIP_RETURN_IF_ERROR(hipEventRecord(*event, stream_),
+                          "record a completion event", "hipEventRecord",
+                          kHealthFix);
+  const Fence fence = ++submitted_;
+  inflight_.push_back(InFlight{fence, std::move(event), op, std::move(keep),
+                               kernel, std::move(callback), std::move(finish)});
+  return fence;
+}
+
+absl::StatusOr<Fence> HipQueue::EnqueueFill(const MemoryRef& dst,
+                                            uint64_t offset, uint64_t length,
+                                            uint8_t value) {
+  return Submit(
+      Op::kFill,
+      [&](hipStream_t stream) {
+        if (length == 0) return absl::OkStatus();
+        return HipStatus(hipMemsetD8Async(DeviceAddress(*dst, offset), value,
+                                          length, stream),
+                         "fill", "hipMemsetD8Async", kHealthFix);
+      },
+      {dst, nullptr});
+}
+
+absl::StatusOr<Fence> HipQueue::EnqueueCopy(const MemoryRef& dst,
+                                            uint64_t dst_offset,
+                                            const MemoryRef& src,
+                                            uint64_t src_offset,
+                                            uint64_t length) {
+  return Submit(
+      Op::kCopy,
+      [&](hipStream_t stream) {
+        if (length == 0) return absl::OkStatus();
+        return HipStatus(
+            hipMemcpyAsync(DeviceAddress(*dst, dst_offset),
+                           DeviceAddress(*src, src_offset), length,
+                           hipMemcpyDefault, stream),
+            "copy", "hipMemcpyAsync", kHealthFix);
+      },
+      {dst, src});
+}
+
+absl::StatusOr<Fence> HipQueue::EnqueueWrite(
+    const MemoryRef& dst, uint64_t offset,
+    std::shared_ptr<const std::string> bytes) {
+  HipPinnedPool::BufferRef bounce;
+  if (!bytes->empty()) {
+    HRX_ASSIGN_OR_RETURN(bounce, bounce_->Take(bytes->size()));
+    std::memcpy(bounce.get(), bytes->data(), bytes->size());
+  }
+  return Submit(
+      Op::kWrite,
+      [&](hipStream_t stream) {
+        if (bytes->empty()) return absl::OkStatus();
+        return HipStatus(hipMemcpyAsync(DeviceAddress(*dst, offset),
+                                        bounce.get(), bytes->size(),
+                                        hipMemcpyDefault, stream),
+                         "upload", "hipMemcpyAsync", kHealthFix);
+      },
+      {dst, bounce});
+}
+
+absl::StatusOr<Fence> HipQueue::EnqueueRead(const MemoryRef& src,
+                                            uint64_t offset, uint64_t length,
+                                            void* host) {
+  if (length == 0) return Submit(Op::kRead, nullptr, {src, nullptr});
+  HRX_ASSIGN_OR_RETURN(HipPinnedPool::BufferRef bounce, bounce_->Take(length));
+  uint8_t* staged = bounce.get();
+  return Submit(
+      Op::kRead,
+      [&](hipStream_t stream) {
+        return HipStatus(hipMemcpyAsync(staged, DeviceAddress(*src, offset),
+                                        length, hipMemcpyDefault, stream),
+                         "read", "hipMemcpyAsync", kHealthFix);
+      },
+      {src, bounce}, nullptr, nullptr,
+      [staged, host, length] { std::memcpy(host, staged, length); });
+}
+
+absl::StatusOr<Fence> HipQueue::EnqueueHostCallback(
+    CompletionCallback callback) {
+  return Submit(Op::kMarker, nullptr, {}, nullptr, std::move(callback));
+}
+
+HipEventPool::EventRef HipQueue::EventFor(Fence fence) {
+  absl::MutexLock lock(&mu_);
+  if (completed_ >= fence) return nullptr;
+  // In-order stream: the first command at or after `fence` completes no
+  // earlier than `fence` does, and no later than it needs to.
+  auto it = std::lower_bound(
+      inflight_.begin(), inflight_.end(), fence,
+      [](const InFlight& entry, Fence f) { return entry.fence < f; });
+  return it == inflight_.end() ? nullptr : it->event;
+}
+
+absl::StatusOr<Fence> HipQueue::EnqueueWaitFor(Queue& other, Fence fence) {
+  HipEventPool::EventRef event = static_cast<HipQueue&>(other).EventFor(fence);
+  return Submit(
+      Op::kWait,
+      [&](hipStream_t stream) {
+        if (event == nullptr) return absl::OkStatus();
+        return HipStatus(hipStreamWaitEvent(stream, *event, 0),
+                         "wait for another queue", "hipStreamWaitEvent",
+                         kHealthFix);
+      },
+      {event, nullptr});
+}
+
+absl::StatusOr<Fence> HipQueue::EnqueueDispatch(DispatchRef dispatch) {
+  const Kernel* kernel = dispatch->kernel.get();
+  return Submit(
+      Op::kDispatch,
+      [&](hipStream_t stream) { return IssueDispatch(*dispatch, stream); },
+      {dispatch, nullptr}, kernel);
+}
+
+absl::StatusOr<hipGraphExec_t> HipQueue::ExecFor(const GraphRef& graph) {
+  mu_.AssertHeld();
+  auto it = execs_.find(graph.get());
+  if (it != execs_.end() && it->second.plan.lock() == graph) {
+    return it->second.exec;
+  }
+  // A miss: forget executables whose plans are gone (launches still in
+  // flight finish first; the runtime frees them after).
+  absl::erase_if(execs_, [](const auto& entry) {
+    if (!entry.second.plan.expired()) return false;
+    (void)hipGraphExecDestroy(entry.second.exec);
+    return true;
+  });
+  HRX_ASSIGN_OR_RETURN(hipGraphExec_t exec, InstantiateGraph(*graph));
+  execs_[graph.get()] = CachedExec{graph, exec};
+  return exec;
+}
+
+absl::StatusOr<Fence> HipQueue::EnqueueGraph(
+    GraphRef graph, std::vector<uint64_t>* node_nanoseconds) {
+  if (node_nanoseconds == nullptr) {
+    return Submit(
+        Op::kGraph,
+        [&](hipStream_t stream) -> absl::Status {
+          HRX_ASSIGN_OR_RETURN(hipGraphExec_t exec, ExecFor(graph));
+          return HipStatus(hipGraphLaunch(exec, stream), "launch a graph",
+                           "hipGraphLaunch", kHealthFix);
+        },
+        {graph, nullptr});
+  }
+  // Profiled: the nodes one at a time, each between two timing events.
+  const size_t count = graph->nodes.size();
+  auto marks = std::shared_ptr<std::vector<hipEvent_t>>(
+      new std::vector<hipEvent_t>(2 * count, nullptr),
+      [device = device_](std::vector<hipEvent_t>* events) {
+        (void)BindDevice(device);
+        for (hipEvent_t event : *events) {
+          if (event != nullptr) (void)hipEventDestroy(event);
+        }
+        delete events;
+      });
+  for (hipEvent_t& event : *marks) {
+    HRX_HIP_RETURN_IF_ERROR(hipEventCreateWithFlags(&event, hipEventDefault),
+                            "create a timing event", "hipEventCreateWithFlags",
+                            kHealthFix);
+  }
+  auto finish = [marks, node_nanoseconds, count] {
+    for (size_t i = 0; i < count; ++i) {
+      float ms = 0;
+      if (hipEventElapsedTime(&ms, (*marks)[2 * i], (*marks)[2 * i + 1]) ==
+          hipSuccess) {
+        (*node_nanoseconds)[i] = static_cast<uint64_t>(ms * 1e6);
+      }
+    }
+  };
+  return Submit(
+      Op::kGraph,
+      [&](hipStream_t stream) -> absl::Status {
+        for (size_t i = 0; i < count; ++i) {
+          HRX_HIP_RETURN_IF_ERROR(hipEventRecord((*marks)[2 * i], stream),
+                                  "time a graph node", "hipEventRecord",
+                                  kHealthFix);
+          HRX_RETURN_IF_ERROR(IssueNode(graph->nodes[i], stream));
+          HRX_HIP_RETURN_IF_ERROR(hipEventRecord((*marks)[2 * i + 1], stream),
+                                  "time a graph node", "hipEventRecord",
+                                  kHealthFix);
+        }
+        return absl::OkStatus();
+      },
+      {graph, marks}, nullptr, nullptr, std::move(finish));
+}
+
+void HipQueue::OnComplete(Fence fence, CompletionCallback callback) {
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    if (completed_ < fence) {
+      waiters_.emplace(fence, std::move(callback));
+      return;
+    }
+    status = status_;
+  }
+  callback(status);
+}
+
+Fence HipQueue::completed() const {
+  absl::MutexLock lock(&mu_);
+  return completed_;
+}
+
+absl::Status HipQueue::Wait(Fence fence) {
+  absl::MutexLock lock(&mu_);
+  auto reached = [this, fence]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return completed_ >= fence || !status_.ok();
+  };
+  mu_.Await(absl::Condition(&reached));
+  return status_;
+}
+
+absl::Status HipQueue::DescribeFault(hipError_t error,
+                                     const InFlight& entry) const {
+  const std::string failure = absl::StrFormat(
+      "%s: %s", hipGetErrorName(error), hipGetErrorString(error));
+  if (entry.op == Op::kDispatch) {
+    return absl::InternalError(absl::StrFormat(
+        "kernel_failed: a dispatch of %s failed on the GPU (%s); the GPU "
+        "context is lost, so this daemon's queues fail from here. Fix: check "
+        "the kernel's arguments and bounds, then restart hrxd.",
+        entry.kernel->entry(), failure));
+  }
+  if (entry.op == Op::kGraph) {
+    // Copies and fills are checked against their buffers; a graph that
+    // faults does so in one of its kernels.
+    std::vector<std::string> kernels;
+    const auto& plan = *static_cast<const GraphPlan*>(entry.keep[0].get());
+    for (const GraphNode& node : plan.nodes) {
+      if (node.op != GraphNode::Op::kDispatch) continue;
+      const std::string& name = node.dispatch->kernel->entry();
+      if (std::find(kernels.begin(), kernels.end(), name) == kernels.end()) {
+        kernels.push_back(name);
+      }
+    }
+    if (!kernels.empty()) {
+      return absl::InternalError(absl::StrFormat(
+          "kernel_failed: a graph launch with dispatches of %s failed on the "
+          "GPU (%s); the GPU context is lost, so this daemon's queues fail "
+          "from here. Fix: check those kernels' arguments and bounds, then "
+          "restart hrxd.",
+          absl::StrJoin(kernels, ", "), failure));
+    }
+  }
+  return absl::InternalError(absl::StrFormat(
+      "device_fault: the GPU failed while this queue ran a %s (%s); the GPU "
+      "context is lost, so this daemon's queues fail from here. Fix: restart "
+      "hrxd, and check the GPU's health.",
+      OpName(static_cast<int>(entry.op)), failure));
+}
+
+void HipQueue::RunCompletions() {
+  (void)BindDevice(device_);
+  mu_.Lock();
+  while (true) {
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stopping_ || !inflight_.empty();
+    };
+    mu_.Await(absl::Condition(&ready));
+    if (inflight_.empty()) break;  // stopping, nothing left
+    HipEventPool::EventRef front = inflight_.front().event;
+    mu_.Unlock();
+    const hipError_t error = hipEventSynchronize(*front);
+    mu_.Lock();
+    std::vector<InFlight> done;
+    if (error != hipSuccess) {
+      if (status_.ok()) status_ = DescribeFault(error, inflight_.front());
+      while (!inflight_.empty()) {
+        done.push_back(std::move(inflight_.front()));
+        inflight_.pop_front();
+      }
+    } else {
+      done.push_back(std::move(inflight_.front()));
+      inflight_.pop_front();
+      while (!inflight_.empty() &&
+             hipEventQuery(*inflight_.front().event) == hipSuccess) {
+        done.push_back(std::move(inflight_.front()));
+        inflight_.pop_front();
+      }
+      // Results reach the host before anyone learns the fence completed.
+      mu_.Unlock();
+      for (InFlight& entry : done) {
+        if (entry.finish) entry.finish();
+      }
+      mu_.Lock();
+    }
+    completed_ = error != hipSuccess ? submitted_ : done.back().fence;
+    std::vector<CompletionCallback> waiters;
+    const auto reached = waiters_.upper_bound(completed_);
+    for (auto it = waiters_.begin(); it != reached; ++it) {
+      waiters.push_back(std::move(it->second));
+    }
+    waiters_.erase(waiters_.begin(), reached);
+    const absl::Status status = status_;
+    mu_.Unlock();
+    for (InFlight& entry : done) {
+      if (entry.callback) entry.callback(status);
+    }
+    for (CompletionCallback& waiter : waiters) waiter(status);
+    done.clear();  // releases memory, kernels and graphs outside the lock
+    mu_.Lock();
+  }
+  mu_.Unlock();
+}
+
+}  // namespace hrx::backend

@@ -1,0 +1,127 @@
+// A native queue of the HIP backend: one non-blocking hipStream_t. Every
+// command records a pooled event after itself; a completion thread waits on
+// those events in order, publishes fences, runs callbacks and releases what
+// the commands kept alive (memory, kernels, graphs, upload bytes).
+#ifndef HRX_DAEMON_BACKEND_HIP_HIP_QUEUE_H_
+#define HRX_DAEMON_BACKEND_HIP_HIP_QUEUE_H_
+
+#include <array>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/backend/backend.h"
+#include "daemon/backend/hip/hip_pinned_pool.h"
+#include "daemon/backend/hip/hip_platform.h"
+
+namespace hrx::backend {
+
+// Reuses events: creating one per command would cost more than recording.
+class HipEventPool : public std::enable_shared_from_this<HipEventPool> {
+ public:
+  using EventRef = std::shared_ptr<const hipEvent_t>;
+  explicit HipEventPool(int device) : device_(device) {}
+  ~HipEventPool();
+  // An event without timing; back in the pool when the last reference goes.
+  absl::StatusOr<EventRef> Take();
+
+ private:
+  void Give(hipEvent_t event);
+
+  const int device_;
+  absl::Mutex mu_;
+  std::vector<hipEvent_t> free_ ABSL_GUARDED_BY(mu_);
+};
+
+class HipQueue final : public Queue {
+ public:
+  static absl::StatusOr<std::unique_ptr<HipQueue>> Create(int device);
+  ~HipQueue() override;  // drains queued work first
+  HipQueue(const HipQueue&) = delete;
+  HipQueue& operator=(const HipQueue&) = delete;
+
+  absl::StatusOr<Fence> EnqueueFill(const MemoryRef& dst, uint64_t offset,
+                                    uint64_t length, uint8_t value) override;
+  absl::StatusOr<Fence> EnqueueCopy(const MemoryRef& dst, uint64_t dst_offset,
+                                    const MemoryRef& src, uint64_t src_offset,
+                                    uint64_t length) override;
+  absl::StatusOr<Fence> EnqueueWrite(
+      const MemoryRef& dst, uint64_t offset,
+      std::shared_ptr<const std::string> bytes) override;
+  absl::StatusOr<Fence> EnqueueRead(const MemoryRef& src, uint64_t offset,
+                                    uint64_t length, void* host) override;
+  absl::StatusOr<Fence> EnqueueHostCallback(
+      CompletionCallback callback) override;
+  absl::StatusOr<Fence> EnqueueWaitFor(Queue& other, Fence fence) override;
+  absl::StatusOr<Fence> EnqueueDispatch(DispatchRef dispatch) override;
+  absl::StatusOr<Fence> EnqueueGraph(
+      GraphRef graph, std::vector<uint64_t>* node_nanoseconds) override;
+  void OnComplete(Fence fence, CompletionCallback callback) override;
+
+  Fence completed() const override;
+  absl::Status Wait(Fence fence) override;
+
+ private:
+  // What a command was, for the message of a fault found at its event.
+  enum class Op : uint8_t { kFill, kCopy, kWrite, kRead, kMarker, kWait,
+                            kDispatch, kGraph };
+  using Keep = std::array<std::shared_ptr<const void>, 2>;
+  struct InFlight {
+    Fence fence = 0;
+    HipEventPool::EventRef event;
+    Op op = Op::kMarker;
+    Keep keep;                     // released once the command completed
+    const Kernel* kernel = nullptr;  // dispatches: kept alive by `keep`
+    CompletionCallback callback;   // host callbacks
+    // Runs once the command completed, before its fence is published:
+    // bounced reads copy out, profiled graphs read their timings.
+    std::function<void()> finish;
+  };
+  // Enqueues one command on the stream, then its completion event.
+  using Issue = std::function<absl::Status(hipStream_t)>;
+
+  HipQueue(int device, hipStream_t stream);
+  absl::StatusOr<Fence> Submit(Op op, const Issue& issue, Keep keep,
+                               const Kernel* kernel = nullptr,
+                               CompletionCallback callback = nullptr,
+                               std::function<void()> finish = nullptr);
+  // The event that completes with `fence`, or null when it already has.
+  HipEventPool::EventRef EventFor(Fence fence);
+  absl::StatusOr<hipGraphExec_t> ExecFor(const GraphRef& graph);
+  absl::Status DescribeFault(hipError_t error, const InFlight& entry) const;
+  void RunCompletions();
+
+  const int device_;
+  const hipStream_t stream_;
+  const std::shared_ptr<HipEventPool> events_;
+  const std::shared_ptr<HipPinnedPool> bounce_;
+
+  mutable absl::Mutex mu_;
+  std::deque<InFlight> inflight_ ABSL_GUARDED_BY(mu_);
+  Fence submitted_ ABSL_GUARDED_BY(mu_) = 0;
+  Fence completed_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);  // the first device fault
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::multimap<Fence, CompletionCallback> waiters_ ABSL_GUARDED_BY(mu_);
+
+  // Instantiated graphs by plan, while the plan lives (the core's graph
+  // executables own plans, so this is bounded by the tenants' graph
+  // budgets). Used only under mu_.
+  struct CachedExec {
+    std::weak_ptr<const GraphPlan> plan;
+    hipGraphExec_t exec = nullptr;
+  };
+  absl::flat_hash_map<const GraphPlan*, CachedExec> execs_ ABSL_GUARDED_BY(mu_);
+
+  std::thread completions_;  // last: starts after the members above exist
+};
+
+}  // namespace hrx::backend
+
+#endif  // HRX_DAEMON_BACKEND_HIP_HIP_QUEUE_H_

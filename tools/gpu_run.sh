@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# On a machine with an NVIDIA GPU: unpacks gpu-bundle.tar.xz (made by
+# tools/gpu_bundle.sh), runs the HIP backend's own test, the integration
+# suite with HRX_TEST_BACKEND=hip against hrxd_hip_nvidia, then the GPU
+# benchmark. Logs and test XML go to $OUT (default ./gpu-out); the last line
+# is `N passed, N failed` over every test case.
+# Usage: tools/gpu_run.sh [test binary names...]
+set -u
+cd "$(dirname "$0")/.."
+out="${OUT:-$PWD/gpu-out}"
+mkdir -p "$out/xml" "$out/logs"
+work=$(mktemp -d /tmp/hrx-gpu.XXXXXX)
+tar -C "$work" -xJf gpu-bundle.tar.xz
+root="$work/gpu-bundle"
+
+export LD_LIBRARY_PATH="$root/lib"
+export TEST_SRCDIR="$root/runfiles" TEST_WORKSPACE=hrxd
+export HRX_TEST_BACKEND=hip HRX_TEST_DAEMON=daemon/hrxd_hip_nvidia
+
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } \
+  > "$out/device.txt" 2>&1
+cat "$out/device.txt"
+
+if [ $# -gt 0 ]; then tests=("$@"); else
+  tests=(hip_backend_test $(cd "$root/bin" && ls *_test | grep -v '^hip_backend_test$'))
+fi
+run_one() {
+  local name=$1
+  local tmp; tmp=$(mktemp -d /tmp/hrx-t.XXXXXX)
+  # TEST_TMPDIR as Bazel gives one; each binary runs its cases in order.
+  local filter=()
+  # The AMD variant and its runtime are not carried to the NVIDIA machine;
+  # CI runs that test.
+  [ "$name" = daemon_lifecycle_test ] &&
+    filter=(--gtest_filter=-DaemonLifecycleTest.TheAmdVariant*)
+  TEST_TMPDIR="$tmp" timeout 420 "$root/bin/$name" "${filter[@]}" \
+    --gtest_output="xml:$out/xml/$name.xml" > "$out/logs/$name.log" 2>&1
+  echo "$name exit $?"
+  rm -rf "$tmp"
+}
+export -f run_one
+export root out
+printf '%s\n' "${tests[@]}" | xargs -P 4 -I{} bash -c 'run_one {}'
+
+pairs=()
+for name in "${tests[@]}"; do pairs+=("$name=$out/xml/$name.xml"); done
+python3 tools/count_results.py --xml "${pairs[@]}" > "$out/summary.txt"
+
+if [ $# -eq 0 ]; then
+  timeout 240 "$root/bin/gpu_benchmark" > "$out/gpu_benchmark.txt" 2>&1
+  echo "gpu_benchmark exit $?"
+  cat "$out/gpu_benchmark.txt"
+fi
+cat "$out/summary.txt"
+# Few files come back from the device machine: the logs travel as one.
+tar -C "$out" -czf "$out/logs.tar.gz" logs xml && rm -rf "$out/logs" "$out/xml"
+rm -rf "$work"
