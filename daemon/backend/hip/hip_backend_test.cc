@@ -2,11 +2,14 @@
 // machine (tools/gpu_run.sh), not in CI, which has no GPU.
 #include "daemon/backend/hip/hip_backend.h"
 #include "daemon/backend/hip/hip_pinned_pool.h"
+#include "daemon/backend/hip/hip_queue.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -234,6 +237,29 @@ TEST_F(HipBackendTest, HostCallbacksRunAfterEarlierWork) {
   ASSERT_THAT(queue->Wait(marker), IsOk());
   called.WaitForNotification();
   EXPECT_THAT(seen, IsOk());
+}
+
+TEST_F(HipBackendTest, FencesCompleteUnaskedOnlyEveryEventStrideCommands) {
+  auto queue = *backend_->CreateQueue();
+  MemoryRef data = Allocate(4096);
+  for (Fence i = 1; i < kEventStride; ++i) {
+    ASSERT_THAT(queue->EnqueueFill(data, 0, 4096, 1).status(), IsOk());
+  }
+  // The fills are long done on the GPU, but no event reports them yet.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(queue->completed(), 0u);
+  // The stride-th command records one: completion arrives unasked.
+  const Fence stride = *queue->EnqueueFill(data, 0, 4096, 2);
+  ASSERT_EQ(stride, kEventStride);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (queue->completed() < stride && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(queue->completed(), stride);
+  // Asking about a fence records what it needs.
+  const Fence next = *queue->EnqueueFill(data, 0, 4096, 3);
+  ASSERT_THAT(queue->Wait(next), IsOk());
+  EXPECT_EQ(queue->completed(), next);
 }
 
 TEST_F(HipBackendTest, TheBouncePoolKeepsAtMostItsLimitOfIdleBuffers) {

@@ -95,18 +95,38 @@ absl::StatusOr<Fence> HipQueue::Submit(Op op, const Issue& issue, Keep keep,
                                        CompletionCallback callback,
                                        std::function<void()> finish) {
   HRX_RETURN_IF_ERROR(BindDevice(device_));
-  HRX_ASSIGN_OR_RETURN(HipEventPool::EventRef event, events_->Take());
   absl::MutexLock lock(&mu_);
   // After a fault the context is lost: nothing more reaches the device.
   if (!status_.ok()) return status_;
   if (issue) HRX_RETURN_IF_ERROR(issue(stream_));
+  const Fence fence = ++submitted_;
+  const bool needs_event = callback != nullptr;
+  inflight_.push_back(InFlight{fence, nullptr, op, std::move(keep), kernel,
+                               std::move(callback), std::move(finish)});
+  if (needs_event || fence - last_event_fence_ >= kEventStride) {
+    HRX_RETURN_IF_ERROR(RecordEventLocked());
+  }
+  return fence;
+}
+
+absl::Status HipQueue::RecordEventLocked() {
+  HRX_ASSIGN_OR_RETURN(HipEventPool::EventRef event, events_->Take());
   HRX_HIP_RETURN_IF_ERROR(hipEventRecord(*event, stream_),
                           "record a completion event", "hipEventRecord",
                           kHealthFix);
-  const Fence fence = ++submitted_;
-  inflight_.push_back(InFlight{fence, std::move(event), op, std::move(keep),
-                               kernel, std::move(callback), std::move(finish)});
-  return fence;
+  InFlight& newest = inflight_.back();
+  newest.event = std::move(event);
+  last_event_fence_ = newest.fence;
+  ++pending_events_;
+  return absl::OkStatus();
+}
+
+absl::Status HipQueue::EnsureEventLocked(Fence fence) {
+  if (completed_ >= fence || last_event_fence_ >= fence || inflight_.empty()) {
+    return absl::OkStatus();
+  }
+  HRX_RETURN_IF_ERROR(BindDevice(device_));
+  return RecordEventLocked();
 }
 
 absl::StatusOr<Fence> HipQueue::EnqueueFill(const MemoryRef& dst,
@@ -186,11 +206,13 @@ absl::StatusOr<Fence> HipQueue::EnqueueHostCallback(
 HipEventPool::EventRef HipQueue::EventFor(Fence fence) {
   absl::MutexLock lock(&mu_);
   if (completed_ >= fence) return nullptr;
-  // In-order stream: the first command at or after `fence` completes no
-  // earlier than `fence` does, and no later than it needs to.
+  if (!EnsureEventLocked(fence).ok() || !status_.ok()) return nullptr;
+  // In-order stream: the first event at or after `fence` completes no
+  // earlier than `fence` does.
   auto it = std::lower_bound(
       inflight_.begin(), inflight_.end(), fence,
       [](const InFlight& entry, Fence f) { return entry.fence < f; });
+  while (it != inflight_.end() && it->event == nullptr) ++it;
   return it == inflight_.end() ? nullptr : it->event;
 }
 
@@ -291,9 +313,13 @@ void HipQueue::OnComplete(Fence fence, CompletionCallback callback) {
   absl::Status status;
   {
     absl::MutexLock lock(&mu_);
-    if (completed_ < fence) {
-      waiters_.emplace(fence, std::move(callback));
-      return;
+    if (completed_ < fence && status_.ok()) {
+      if (absl::Status recorded = EnsureEventLocked(fence); !recorded.ok()) {
+        status_ = recorded;
+      } else {
+        waiters_.emplace(fence, std::move(callback));
+        return;
+      }
     }
     status = status_;
   }
@@ -307,6 +333,9 @@ Fence HipQueue::completed() const {
 
 absl::Status HipQueue::Wait(Fence fence) {
   absl::MutexLock lock(&mu_);
+  if (absl::Status recorded = EnsureEventLocked(fence); !recorded.ok()) {
+    if (status_.ok()) status_ = recorded;
+  }
   auto reached = [this, fence]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return completed_ >= fence || !status_.ok();
   };
@@ -358,28 +387,45 @@ void HipQueue::RunCompletions() {
   mu_.Lock();
   while (true) {
     auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || !inflight_.empty();
+      return stopping_ || pending_events_ > 0;
     };
     mu_.Await(absl::Condition(&ready));
-    if (inflight_.empty()) break;  // stopping, nothing left
-    HipEventPool::EventRef front = inflight_.front().event;
+    if (pending_events_ == 0) break;  // stopping, nothing left to wait for
+    // The oldest event; entries before it complete with it.
+    size_t through = 0;
+    while (inflight_[through].event == nullptr) ++through;
+    HipEventPool::EventRef oldest = inflight_[through].event;
     mu_.Unlock();
-    const hipError_t error = hipEventSynchronize(*front);
+    const hipError_t error = hipEventSynchronize(*oldest);
     mu_.Lock();
     std::vector<InFlight> done;
-    if (error != hipSuccess) {
-      if (status_.ok()) status_ = DescribeFault(error, inflight_.front());
-      while (!inflight_.empty()) {
+    auto pop_through = [&](size_t last) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      for (size_t i = 0; i <= last; ++i) {
+        if (inflight_.front().event != nullptr) --pending_events_;
         done.push_back(std::move(inflight_.front()));
         inflight_.pop_front();
       }
+    };
+    if (error != hipSuccess) {
+      // The commands up to the failed event ran without events of their
+      // own: blame the first that runs kernels, else the event's command.
+      size_t culprit = through;
+      for (size_t i = 0; i <= through; ++i) {
+        if (inflight_[i].op == Op::kDispatch || inflight_[i].op == Op::kGraph) {
+          culprit = i;
+          break;
+        }
+      }
+      if (status_.ok()) status_ = DescribeFault(error, inflight_[culprit]);
+      pop_through(inflight_.size() - 1);
     } else {
-      done.push_back(std::move(inflight_.front()));
-      inflight_.pop_front();
-      while (!inflight_.empty() &&
-             hipEventQuery(*inflight_.front().event) == hipSuccess) {
-        done.push_back(std::move(inflight_.front()));
-        inflight_.pop_front();
+      pop_through(through);
+      // Later events that have completed too.
+      while (pending_events_ > 0) {
+        size_t next = 0;
+        while (inflight_[next].event == nullptr) ++next;
+        if (hipEventQuery(*inflight_[next].event) != hipSuccess) break;
+        pop_through(next);
       }
       // Results reach the host before anyone learns the fence completed.
       mu_.Unlock();

@@ -1,7 +1,11 @@
-// A native queue of the HIP backend: one non-blocking hipStream_t. Every
-// command records a pooled event after itself; a completion thread waits on
-// those events in order, publishes fences, runs callbacks and releases what
-// the commands kept alive (memory, kernels, graphs, upload bytes).
+// A native queue of the HIP backend: one non-blocking hipStream_t. Fences
+// complete through pooled events, recorded lazily: after a command only when
+// someone needs to know about it (Wait, OnComplete, another queue's wait, a
+// host callback) or every kEventStride commands, because recording one per
+// command would cost about as much as a small launch. A completion thread
+// waits on the events in order, publishes fences, runs callbacks and
+// releases what the commands kept alive (memory, kernels, graphs, bounce
+// buffers).
 #ifndef HRX_DAEMON_BACKEND_HIP_HIP_QUEUE_H_
 #define HRX_DAEMON_BACKEND_HIP_HIP_QUEUE_H_
 
@@ -39,6 +43,10 @@ class HipEventPool : public std::enable_shared_from_this<HipEventPool> {
   std::vector<hipEvent_t> free_ ABSL_GUARDED_BY(mu_);
 };
 
+// Commands between two completion events at most; bounds how long a
+// command's memory stays held after it completed when nobody waits on it.
+inline constexpr Fence kEventStride = 32;
+
 class HipQueue final : public Queue {
  public:
   static absl::StatusOr<std::unique_ptr<HipQueue>> Create(int device);
@@ -74,7 +82,7 @@ class HipQueue final : public Queue {
   using Keep = std::array<std::shared_ptr<const void>, 2>;
   struct InFlight {
     Fence fence = 0;
-    HipEventPool::EventRef event;
+    HipEventPool::EventRef event;  // null: completes with a later event
     Op op = Op::kMarker;
     Keep keep;                     // released once the command completed
     const Kernel* kernel = nullptr;  // dispatches: kept alive by `keep`
@@ -91,6 +99,11 @@ class HipQueue final : public Queue {
                                const Kernel* kernel = nullptr,
                                CompletionCallback callback = nullptr,
                                std::function<void()> finish = nullptr);
+  // Records an event after everything enqueued so far, on the newest entry.
+  absl::Status RecordEventLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes sure an event will report `fence` complete (records one when no
+  // event at or after it exists yet).
+  absl::Status EnsureEventLocked(Fence fence) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The event that completes with `fence`, or null when it already has.
   HipEventPool::EventRef EventFor(Fence fence);
   absl::StatusOr<hipGraphExec_t> ExecFor(const GraphRef& graph);
@@ -106,6 +119,8 @@ class HipQueue final : public Queue {
   std::deque<InFlight> inflight_ ABSL_GUARDED_BY(mu_);
   Fence submitted_ ABSL_GUARDED_BY(mu_) = 0;
   Fence completed_ ABSL_GUARDED_BY(mu_) = 0;
+  Fence last_event_fence_ ABSL_GUARDED_BY(mu_) = 0;  // newest with an event
+  size_t pending_events_ ABSL_GUARDED_BY(mu_) = 0;   // in inflight_
   absl::Status status_ ABSL_GUARDED_BY(mu_);  // the first device fault
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::multimap<Fence, CompletionCallback> waiters_ ABSL_GUARDED_BY(mu_);
