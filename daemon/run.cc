@@ -150,7 +150,8 @@ absl::Status Run(const DaemonOptions& options) {
   auto backend_log = Logger("backend");
   HRX_ASSIGN_OR_RETURN(
       std::unique_ptr<backend::Backend> backend,
-      backend::OpenBackend({options.backend, options.cpu_memory_bytes},
+      backend::OpenBackend({options.backend, options.cpu_memory_bytes,
+                            options.gpu_device},
                            *backend_log));
   const backend::DeviceProperties properties = backend->properties();
   CoreOptions core_options;
