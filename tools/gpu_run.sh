@@ -4,7 +4,7 @@
 # suite with HRX_TEST_BACKEND=hip against hrxd_hip_nvidia, then the GPU
 # benchmark. Logs and test XML go to $OUT (default ./gpu-out); the last line
 # is `N passed, N failed` over every test case.
-# Usage: tools/gpu_run.sh [test binary names...]
+# Usage: [GPU_BENCH_RUNS=N] tools/gpu_run.sh [test binary names...]
 set -u
 cd "$(dirname "$0")/.."
 out="${OUT:-$PWD/gpu-out}"
@@ -47,8 +47,12 @@ for name in "${tests[@]}"; do pairs+=("$name=$out/xml/$name.xml"); done
 python3 tools/count_results.py --xml "${pairs[@]}" > "$out/summary.txt"
 
 if [ $# -eq 0 ]; then
-  timeout 240 "$root/bin/gpu_benchmark" > "$out/gpu_benchmark.txt" 2>&1
-  echo "gpu_benchmark exit $?"
+  # GPU_BENCH_RUNS runs of the benchmark (default 1), one after another.
+  : > "$out/gpu_benchmark.txt"
+  for run in $(seq "${GPU_BENCH_RUNS:-1}"); do
+    timeout 240 "$root/bin/gpu_benchmark" >> "$out/gpu_benchmark.txt" 2>&1
+    echo "gpu_benchmark run $run exit $?"
+  done
   cat "$out/gpu_benchmark.txt"
 fi
 cat "$out/summary.txt"

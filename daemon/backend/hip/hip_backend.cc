@@ -15,11 +15,12 @@ namespace {
 
 // Whether the driver turns device memory into a dma-buf: asked once, of a
 // real allocation, since support depends on the driver and kernel module.
-bool ProbeDriverDmaBuf(int device) {
+bool ProbeDriverDmaBuf(int device, std::shared_ptr<HipReclaimer> reclaimer) {
   constexpr uint64_t kProbeBytes = 2 << 20;
   auto probe = HipMemory::Create(
       device, kProbeBytes, MemoryKind::kDevice, false,
-      std::make_shared<MemoryAccounting>(kProbeBytes, "probe"));
+      std::make_shared<MemoryAccounting>(kProbeBytes, "probe"),
+      std::move(reclaimer));
   if (!probe.ok()) return false;
   auto fd = (*probe)->ExportFd(ExportKind::kDmaBuf);
   if (!fd.ok()) return false;
@@ -60,25 +61,36 @@ absl::StatusOr<std::unique_ptr<HipBackend>> HipBackend::Open(
                                  hip_platform::Name(), ")");
   properties.target = hip_platform::TargetName(device_properties);
   properties.memory_bytes = device_properties.totalGlobalMem;
-  const bool dmabuf = ProbeDriverDmaBuf(options.device);
-  return std::unique_ptr<HipBackend>(
-      new HipBackend(options.device, std::move(properties), dmabuf));
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<HipReclaimer> reclaimer,
+                       HipReclaimer::Create(options.device));
+  // The stream-ordered allocator where it works and its memory exports as
+  // dma-buf where plain allocations do; otherwise hipMalloc.
+  bool dmabuf = ProbeDriverDmaBuf(options.device, reclaimer);
+  if (!dmabuf) {
+    reclaimer->set_stream_ordered(false);
+    dmabuf = ProbeDriverDmaBuf(options.device, reclaimer);
+    if (!dmabuf) reclaimer->set_stream_ordered(true);
+  }
+  return std::unique_ptr<HipBackend>(new HipBackend(
+      options.device, std::move(properties), dmabuf, std::move(reclaimer)));
 }
 
 HipBackend::HipBackend(int device, DeviceProperties properties,
-                       bool driver_dmabuf)
+                       bool driver_dmabuf,
+                       std::shared_ptr<HipReclaimer> reclaimer)
     : device_(device),
       properties_(std::move(properties)),
       driver_dmabuf_(driver_dmabuf),
       accounting_(std::make_shared<MemoryAccounting>(
           properties_.memory_bytes,
-          "use a GPU with more memory (the limit is the device's total)")) {}
+          "use a GPU with more memory (the limit is the device's total)")),
+      reclaimer_(std::move(reclaimer)) {}
 
 absl::StatusOr<MemoryRef> HipBackend::Allocate(uint64_t bytes, MemoryKind kind,
                                                bool zeroed) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<HipMemory> memory,
                        HipMemory::Create(device_, bytes, kind, zeroed,
-                                         accounting_));
+                                         accounting_, reclaimer_));
   return MemoryRef(std::move(memory));
 }
 
@@ -91,7 +103,7 @@ absl::StatusOr<std::unique_ptr<Queue>> HipBackend::CreateQueue() {
 absl::StatusOr<KernelRef> HipBackend::LoadKernel(std::string_view code,
                                                  const std::string& entry) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<HipKernel> kernel,
-                       HipKernel::Load(device_, code, entry));
+                       HipKernel::Load(device_, code, entry, reclaimer_));
   return KernelRef(std::move(kernel));
 }
 

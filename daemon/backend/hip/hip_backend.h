@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/backend/backend.h"
+#include "daemon/backend/hip/hip_reclaimer.h"
 #include "daemon/backend/memfd_memory.h"
 
 namespace hrx::backend {
@@ -34,13 +35,22 @@ class HipBackend final : public Backend {
   uint64_t bytes_in_use() const override;
   std::vector<ExportKind> export_kinds() const override;
 
+  // Whether device memory comes from the stream-ordered allocator (see
+  // hip_reclaimer.h); settled at Open.
+  bool stream_ordered_allocation() const {
+    return reclaimer_->stream_ordered();
+  }
+
  private:
-  HipBackend(int device, DeviceProperties properties, bool driver_dmabuf);
+  HipBackend(int device, DeviceProperties properties, bool driver_dmabuf,
+             std::shared_ptr<HipReclaimer> reclaimer);
 
   const int device_;
   const DeviceProperties properties_;
   const bool driver_dmabuf_;  // the driver exports device memory as dma-buf
   const std::shared_ptr<MemoryAccounting> accounting_;
+  // Shared with allocations and kernels, which may outlive the backend.
+  const std::shared_ptr<HipReclaimer> reclaimer_;
 };
 
 }  // namespace hrx::backend

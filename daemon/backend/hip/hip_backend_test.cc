@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 #include <cstring>
@@ -58,6 +59,10 @@ TEST_F(HipBackendTest, ReportsTheGpuAndItsTarget) {
   EXPECT_EQ(backend_->properties().backend, "hip");
   EXPECT_THAT(backend_->properties().target, ::testing::StartsWith("sm_"));
   EXPECT_GT(backend_->properties().memory_bytes, uint64_t{1} << 30);
+  RecordProperty("stream_ordered_allocation",
+                 backend_->stream_ordered_allocation() ? "yes" : "no");
+  std::printf("stream-ordered allocation: %s\n",
+              backend_->stream_ordered_allocation() ? "yes" : "no");
 }
 
 TEST_F(HipBackendTest, FillsWritesCopiesAndReadsInOrder) {
@@ -177,6 +182,30 @@ TEST_F(HipBackendTest, AQueueWaitsForAnotherQueuesFence) {
   EXPECT_GE(second->completed(), waited);
   EXPECT_EQ(out[0], 1);
   EXPECT_EQ(out[4095], 1);
+}
+
+TEST_F(HipBackendTest, FreesNeverStallCompletionsBehindAnotherQueuesKernel) {
+  auto gate_kernel = *backend_->LoadKernel(ReadKernel("wait_flag"), "wait_flag");
+  auto gated = *backend_->CreateQueue();
+  auto other = *backend_->CreateQueue();
+  MemoryRef flag = Allocate(4096);
+  MemoryRef scratch = Allocate(1 << 20);
+  MemoryRef data = Allocate(4096);
+  auto gate = std::make_shared<DispatchArgs>();
+  gate->kernel = gate_kernel;
+  gate->bindings.push_back({flag, 0, 1});
+  const Fence gated_fence = *gated->EnqueueDispatch(gate);
+  // `other` holds the last reference to `scratch` once it is dropped here;
+  // releasing it after the fill (hipFree waits for the device to go idle)
+  // must not hold up `other`'s next completion while the gate still runs.
+  const Fence first = *other->EnqueueFill(scratch, 0, 1 << 20, 1);
+  scratch.reset();
+  ASSERT_THAT(other->Wait(first), IsOk());
+  ASSERT_THAT(other->Wait(*other->EnqueueFill(data, 0, 4096, 2)), IsOk());
+  EXPECT_LT(gated->completed(), gated_fence);
+  auto opener = *backend_->CreateQueue();
+  ASSERT_THAT(opener->Wait(*opener->EnqueueFill(flag, 0, 1, 1)), IsOk());
+  ASSERT_THAT(gated->Wait(gated_fence), IsOk());
 }
 
 TEST_F(HipBackendTest, GraphsReplayAndProfiledReplaysTimeEachNode) {

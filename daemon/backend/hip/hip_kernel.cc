@@ -126,7 +126,8 @@ absl::StatusOr<std::vector<ParamSlot>> ParamLayout(
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<HipKernel>> HipKernel::Load(
-    int device, std::string_view code, const std::string& entry) {
+    int device, std::string_view code, const std::string& entry,
+    std::shared_ptr<HipReclaimer> reclaimer) {
   if (entry.empty()) {
     return Refuse("\"\"", "the entry name is empty",
                   "name the kernel's extern \"C\" __global__ function");
@@ -188,24 +189,24 @@ absl::StatusOr<std::shared_ptr<HipKernel>> HipKernel::Load(
     param_bytes = std::max(param_bytes, slot.offset + slot.size);
   }
   return std::shared_ptr<HipKernel>(
-      new HipKernel(device, module, function, entry, *std::move(signature),
-                    *std::move(params), param_bytes));
+      new HipKernel(module, function, entry, *std::move(signature),
+                    *std::move(params), param_bytes, std::move(reclaimer)));
 }
 
-HipKernel::HipKernel(int device, hipModule_t module, hipFunction_t function,
+HipKernel::HipKernel(hipModule_t module, hipFunction_t function,
                      std::string entry, KernelSignature signature,
-                     std::vector<ParamSlot> params, uint32_t param_bytes)
-    : device_(device),
-      module_(module),
+                     std::vector<ParamSlot> params, uint32_t param_bytes,
+                     std::shared_ptr<HipReclaimer> reclaimer)
+    : module_(module),
       function_(function),
       entry_(std::move(entry)),
       signature_(std::move(signature)),
       params_(std::move(params)),
-      param_bytes_(param_bytes) {}
+      param_bytes_(param_bytes),
+      reclaimer_(std::move(reclaimer)) {}
 
 HipKernel::~HipKernel() {
-  (void)BindDevice(device_);
-  (void)hipModuleUnload(module_);
+  reclaimer_->Defer([module = module_] { (void)hipModuleUnload(module); });
 }
 
 PackedParams HipKernel::Pack(const DispatchArgs& dispatch) const {

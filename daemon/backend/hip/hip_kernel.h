@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/backend/backend.h"
 #include "daemon/backend/hip/hip_platform.h"
+#include "daemon/backend/hip/hip_reclaimer.h"
 
 namespace hrx::backend {
 
@@ -35,7 +36,8 @@ class HipKernel final : public Kernel {
   // GPU, lack the entry or its _hrx_info, or declare a layout the compiled
   // parameters contradict.
   static absl::StatusOr<std::shared_ptr<HipKernel>> Load(
-      int device, std::string_view code, const std::string& entry);
+      int device, std::string_view code, const std::string& entry,
+      std::shared_ptr<HipReclaimer> reclaimer);
   ~HipKernel() override;
   HipKernel(const HipKernel&) = delete;
   HipKernel& operator=(const HipKernel&) = delete;
@@ -49,17 +51,17 @@ class HipKernel final : public Kernel {
   PackedParams Pack(const DispatchArgs& dispatch) const;
 
  private:
-  HipKernel(int device, hipModule_t module, hipFunction_t function,
-            std::string entry, KernelSignature signature,
-            std::vector<ParamSlot> params, uint32_t param_bytes);
+  HipKernel(hipModule_t module, hipFunction_t function, std::string entry,
+            KernelSignature signature, std::vector<ParamSlot> params,
+            uint32_t param_bytes, std::shared_ptr<HipReclaimer> reclaimer);
 
-  const int device_;
   const hipModule_t module_;  // one module per loaded kernel
   const hipFunction_t function_;
   const std::string entry_;
   const KernelSignature signature_;
   const std::vector<ParamSlot> params_;
   const uint32_t param_bytes_;
+  const std::shared_ptr<HipReclaimer> reclaimer_;  // unloads the module
 };
 
 }  // namespace hrx::backend

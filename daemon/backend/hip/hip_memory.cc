@@ -12,20 +12,29 @@ constexpr char kAllocateFix[] =
     "free buffers or allocate less; other processes on this GPU hold memory "
     "too";
 
-absl::StatusOr<uint8_t*> AllocateDevice(uint64_t bytes, bool zeroed) {
+// Stream-ordered where the reclaimer says so (see hip_reclaimer.h); the
+// allocation stream is waited for, so every queue may use the memory at once.
+absl::StatusOr<uint8_t*> AllocateDevice(uint64_t bytes, bool zeroed,
+                                        const HipReclaimer& reclaimer) {
   void* address = nullptr;
-  HRX_HIP_RETURN_IF_ERROR(hipMalloc(&address, bytes), "allocate device memory",
-                          "hipMalloc", kAllocateFix);
-  if (zeroed) {
-    // On the null stream, then waited for: the daemon's queues are
-    // non-blocking streams, which do not order after the null stream.
-    hipError_t error = hipMemsetD8Async(address, 0, bytes, nullptr);
-    if (error == hipSuccess) error = hipStreamSynchronize(nullptr);
-    if (error != hipSuccess) {
-      (void)hipFree(address);
-      return HipStatus(error, "zero device memory", "hipMemsetD8Async",
-                       "check the GPU's health (hrxctl status)");
-    }
+  const hipStream_t stream = reclaimer.stream();
+  if (reclaimer.stream_ordered()) {
+    HRX_HIP_RETURN_IF_ERROR(hipMallocAsync(&address, bytes, stream),
+                            "allocate device memory", "hipMallocAsync",
+                            kAllocateFix);
+  } else {
+    HRX_HIP_RETURN_IF_ERROR(hipMalloc(&address, bytes),
+                            "allocate device memory", "hipMalloc",
+                            kAllocateFix);
+  }
+  hipError_t error = hipSuccess;
+  if (zeroed) error = hipMemsetD8Async(address, 0, bytes, stream);
+  if (error == hipSuccess) error = hipStreamSynchronize(stream);
+  if (error != hipSuccess) {
+    (void)(reclaimer.stream_ordered() ? hipFreeAsync(address, stream)
+                                      : hipFree(address));
+    return HipStatus(error, "prepare device memory", "hipStreamSynchronize",
+                     "check the GPU's health (hrxctl status)");
   }
   return static_cast<uint8_t*>(address);
 }
@@ -34,7 +43,8 @@ absl::StatusOr<uint8_t*> AllocateDevice(uint64_t bytes, bool zeroed) {
 
 absl::StatusOr<std::shared_ptr<HipMemory>> HipMemory::Create(
     int device, uint64_t bytes, MemoryKind kind, bool zeroed,
-    std::shared_ptr<MemoryAccounting> accounting) {
+    std::shared_ptr<MemoryAccounting> accounting,
+    std::shared_ptr<HipReclaimer> reclaimer) {
   HRX_RETURN_IF_ERROR(BindDevice(device));
   HRX_RETURN_IF_ERROR(accounting->Reserve(bytes));
   // Neither runtime allocates zero bytes; one byte keeps every buffer a
@@ -43,7 +53,7 @@ absl::StatusOr<std::shared_ptr<HipMemory>> HipMemory::Create(
   std::optional<MemfdMapping> mapping;
   uint8_t* device_address = nullptr;
   if (kind == MemoryKind::kDevice) {
-    auto address = AllocateDevice(allocated, zeroed);
+    auto address = AllocateDevice(allocated, zeroed, *reclaimer);
     if (!address.ok()) {
       accounting->Release(bytes);
       return address.status();
@@ -76,33 +86,40 @@ absl::StatusOr<std::shared_ptr<HipMemory>> HipMemory::Create(
     device_address = static_cast<uint8_t*>(mapped);
     mapping.emplace(*std::move(pages));
   }
-  return std::shared_ptr<HipMemory>(new HipMemory(device, bytes, kind,
-                                                  std::move(mapping),
-                                                  device_address,
-                                                  std::move(accounting)));
+  return std::shared_ptr<HipMemory>(new HipMemory(
+      device, bytes, kind, std::move(mapping), device_address,
+      std::move(accounting), std::move(reclaimer)));
 }
 
 HipMemory::HipMemory(int device, uint64_t size, MemoryKind kind,
                      std::optional<MemfdMapping> mapping,
                      uint8_t* device_address,
-                     std::shared_ptr<MemoryAccounting> accounting)
+                     std::shared_ptr<MemoryAccounting> accounting,
+                     std::shared_ptr<HipReclaimer> reclaimer)
     : device_(device),
       size_(size),
       kind_(kind),
       id_(NextMemoryId()),
       mapping_(std::move(mapping)),
+      stream_ordered_(reclaimer->stream_ordered()),
       device_address_(device_address),
-      accounting_(std::move(accounting)) {}
+      accounting_(std::move(accounting)),
+      reclaimer_(std::move(reclaimer)) {}
 
 HipMemory::~HipMemory() {
-  // Destructors run on whichever thread dropped the last reference.
-  (void)BindDevice(device_);
-  if (mapping_) {
-    (void)hipHostUnregister(mapping_->data());
-  } else {
-    (void)hipFree(device_address_);
-  }
+  // The bytes are free for the daemon's accounting now; the runtime gets
+  // them back on the reclaimer's thread (see hip_reclaimer.h).
   accounting_->Release(size_);
+  if (mapping_) {
+    auto pages = std::make_shared<MemfdMapping>(std::move(*mapping_));
+    reclaimer_->Defer([pages] { (void)hipHostUnregister(pages->data()); });
+  } else if (stream_ordered_) {
+    // Every use has completed (queued commands hold a reference), so the
+    // free needs no ordering beyond the allocation stream's.
+    (void)hipFreeAsync(device_address_, reclaimer_->stream());
+  } else {
+    reclaimer_->Defer([address = device_address_] { (void)hipFree(address); });
+  }
 }
 
 absl::StatusOr<int> HipMemory::ExportFd(ExportKind kind) const {

@@ -16,16 +16,19 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/backend/backend.h"
+#include "daemon/backend/hip/hip_reclaimer.h"
 #include "daemon/backend/memfd_memory.h"
 
 namespace hrx::backend {
 
 class HipMemory final : public Memory {
  public:
-  // Reserves `bytes` against `accounting`, then allocates on `device`.
+  // Reserves `bytes` against `accounting`, then allocates on `device`; the
+  // memory goes back to the runtime through `reclaimer`.
   static absl::StatusOr<std::shared_ptr<HipMemory>> Create(
       int device, uint64_t bytes, MemoryKind kind, bool zeroed,
-      std::shared_ptr<MemoryAccounting> accounting);
+      std::shared_ptr<MemoryAccounting> accounting,
+      std::shared_ptr<HipReclaimer> reclaimer);
   ~HipMemory() override;
   HipMemory(const HipMemory&) = delete;
   HipMemory& operator=(const HipMemory&) = delete;
@@ -45,15 +48,19 @@ class HipMemory final : public Memory {
  private:
   HipMemory(int device, uint64_t size, MemoryKind kind,
             std::optional<MemfdMapping> mapping, uint8_t* device_address,
-            std::shared_ptr<MemoryAccounting> accounting);
+            std::shared_ptr<MemoryAccounting> accounting,
+            std::shared_ptr<HipReclaimer> reclaimer);
 
   const int device_;
   const uint64_t size_;
   const MemoryKind kind_;
   const uint64_t id_;
-  const std::optional<MemfdMapping> mapping_;  // kHostCoherent only
+  std::optional<MemfdMapping> mapping_;  // kHostCoherent only
+  // kDevice: from the stream-ordered allocator (else hipMalloc).
+  const bool stream_ordered_;
   uint8_t* const device_address_;
   const std::shared_ptr<MemoryAccounting> accounting_;
+  const std::shared_ptr<HipReclaimer> reclaimer_;
 };
 
 // The device memory of `memory` at `offset`: what launches and copies use.

@@ -66,6 +66,12 @@ inline hipError_t hipMemGetInfo(size_t* free, size_t* total) {
 }
 inline hipError_t hipMalloc(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
 inline hipError_t hipFree(void* p) { return cudaFree(p); }
+inline hipError_t hipMallocAsync(void** p, size_t bytes, hipStream_t s) {
+  return cudaMallocAsync(p, bytes, s);
+}
+inline hipError_t hipFreeAsync(void* p, hipStream_t s) {
+  return cudaFreeAsync(p, s);
+}
 inline hipError_t hipMemset(void* p, int value, size_t bytes) {
   return cudaMemset(p, value, bytes);
 }
