@@ -18,6 +18,9 @@ ABSL_FLAG(uint64_t, cpu_memory_bytes, 0,
           "device memory of the cpu backend in bytes (0: half of RAM)");
 ABSL_FLAG(int, gpu_device, 0,
           "which GPU the hip backend opens (the runtime's device ordinal)");
+ABSL_FLAG(bool, exit_on_device_loss, false,
+          "exit with status 1 once a fault has lost the GPU context, so that "
+          "systemd restarts hrxd with a fresh one");
 ABSL_FLAG(uint32_t, queue_count, 8, "size of the native queue pool");
 ABSL_FLAG(std::string, config, "",
           "tenants, roles and budgets in protobuf text format (see "
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
   options.log_level = absl::GetFlag(FLAGS_log_level);
   options.cpu_memory_bytes = absl::GetFlag(FLAGS_cpu_memory_bytes);
   options.gpu_device = absl::GetFlag(FLAGS_gpu_device);
+  options.exit_on_device_loss = absl::GetFlag(FLAGS_exit_on_device_loss);
   options.queue_count = absl::GetFlag(FLAGS_queue_count);
   options.config_path = absl::GetFlag(FLAGS_config);
   options.ticket_lifetime_ms = absl::GetFlag(FLAGS_ticket_lifetime_ms);

@@ -12,6 +12,7 @@
 #include <optional>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "daemon/backend/factory.h"
 #include "daemon/core/core.h"
@@ -191,6 +192,7 @@ absl::Status Run(const DaemonOptions& options) {
   const absl::Duration tick =
       watchdog ? std::min(*watchdog / 2, absl::Seconds(5)) : absl::Seconds(5);
   int stop_signal = 0;
+  absl::Status device_lost;
   while (stop_signal == 0) {
     const timespec timeout = absl::ToTimespec(tick);
     const int received = sigtimedwait(&signals, nullptr, &timeout);
@@ -213,9 +215,34 @@ absl::Status Run(const DaemonOptions& options) {
       }
       notifier.ReloadDone(StatusLine(*core));
     }
-    const std::string status = StatusLine(*core);
+    if (absl::Status device = core->device_status();
+        !device.ok() && device_lost.ok()) {
+      device_lost = device;
+      log->error("the device is lost: {} {}", std::string(device.message()),
+                 options.exit_on_device_loss
+                     ? "Stopping (--exit_on_device_loss) to be restarted."
+                     : "Every command on it fails until hrxd restarts.");
+      if (options.exit_on_device_loss) break;
+    }
+    const std::string status = device_lost.ok()
+                                   ? StatusLine(*core)
+                                   : "device lost; restart hrxd";
     if (watchdog) notifier.Watchdog();
     notifier.Status(status);
+  }
+  if (stop_signal == 0) {
+    // The device is lost and --exit_on_device_loss: no drain (nothing more
+    // completes on a lost context); clients see the socket close.
+    notifier.Stopping("device lost");
+    metrics.reset();
+    server->Shutdown(absl::ZeroDuration());
+    server.reset();
+    core.reset();
+    guard.reset();
+    return absl::UnavailableError(absl::StrCat(
+        "device_lost: ", std::string(device_lost.message()),
+        " Fix: let systemd restart hrxd (Restart=on-failure), and check the "
+        "kernel that faulted."));
   }
   log->info("received {}: no longer accepting calls, draining queued work",
             stop_signal == SIGINT ? "SIGINT" : "SIGTERM");

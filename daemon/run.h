@@ -17,6 +17,8 @@ struct DaemonOptions {
   std::string log_level = "info";
   uint64_t cpu_memory_bytes = 0;    // 0: half of physical memory
   int gpu_device = 0;               // the HIP runtime's device ordinal
+  // Stop (exit 1, for systemd to restart hrxd) once the device is lost.
+  bool exit_on_device_loss = false;
   uint32_t queue_count = 8;         // size of the native queue pool
   std::string config_path;          // tenants and budgets; empty: built-in
   int64_t ticket_lifetime_ms = 10000;  // export tickets stay redeemable

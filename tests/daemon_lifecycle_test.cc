@@ -15,6 +15,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shared/status_matchers.h"
+#include "hrx/client.h"
+#include "tests/client_fixture.h"
 #include "tests/raw_session.h"
 #include "tests/subprocess.h"
 #include "tests/test_daemon.h"
@@ -177,6 +179,67 @@ TEST(DaemonLifecycleTest, TheAmdVariantRunsWithoutAnAmdGpuByFallingBack) {
   // and skip this test: the AMD runtime is not carried there).
   ExpectAutoChoice(RunfilePath("daemon/hrxd_hip_amd"), false,
                    " (amd): no usable GPU");
+}
+
+TEST(DaemonLifecycleTest, AGpuFaultStopsTheDaemonForARestartWhenAsked) {
+  const std::string dir = MakeShortTempDir();
+  const std::string socket_path = dir + "/hrxd.sock";
+  Subprocess daemon = Subprocess::Start(
+      {DaemonPath(), absl::StrCat("--socket=", socket_path),
+       absl::StrCat("--backend=", TestBackend()), "--exit_on_device_loss"},
+      dir);
+  ASSERT_TRUE(WaitUntilServing(socket_path, &daemon)) << daemon.Stderr();
+  {
+    auto client = Client::Connect(socket_path, "fault");
+    ASSERT_THAT(client.status(), IsOk());
+    auto stream = (*client)->OpenDevice(0)->CreateStream();
+    ASSERT_THAT(stream.status(), IsOk());
+    auto add = stream->LoadKernelFile(KernelPath("add_f32"), "add_f32");
+    ASSERT_THAT(add.status(), IsOk());
+    auto small = stream->Allocate(16);
+    ASSERT_THAT(small.status(), IsOk());
+    Constants too_many;  // 1000 floats into a 4-float binding: the kernel fails
+    ASSERT_THAT(too_many.Push(uint32_t{1000}), IsOk());
+    ASSERT_THAT(too_many.Push(1.0f), IsOk());
+    const View binding = small->Binding();
+    ASSERT_THAT(stream->Dispatch(*add, {1, 1, 1}, {64, 1, 1}, too_many,
+                                 {&binding, 1}),
+                IsOk());
+    EXPECT_THAT(stream->Synchronize(),
+                shared::StatusIs(absl::StatusCode::kInternal,
+                                 HasSubstr("kernel_failed")));
+  }
+  if (TestBackend() == "hip") {
+    // The context is lost: the daemon notices on its next round (at most
+    // 5 s) and exits 1, for systemd to restart it.
+    std::optional<int> exit_code;
+    for (int i = 0; i < 300 && !exit_code; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      exit_code = daemon.Poll();
+    }
+    ASSERT_TRUE(exit_code.has_value()) << daemon.Stderr();
+    EXPECT_EQ(*exit_code, 1);
+    EXPECT_THAT(daemon.Stderr(),
+                AllOf(HasSubstr("the device is lost: kernel_failed"),
+                      HasSubstr("device_lost:"), HasSubstr("Fix:")));
+  } else {
+    // A CPU kernel failure poisons its queue, not the device: the daemon
+    // keeps serving other clients.
+    auto other = Client::Connect(socket_path, "after");
+    ASSERT_THAT(other.status(), IsOk());
+    auto stream = (*other)->OpenDevice(0)->CreateStream();
+    ASSERT_THAT(stream.status(), IsOk());
+    auto buffer = stream->Allocate(64);
+    ASSERT_THAT(buffer.status(), IsOk());
+    ASSERT_THAT(stream->Fill(buffer->Binding(), 7), IsOk());
+    std::vector<uint8_t> bytes(64);
+    ASSERT_THAT(stream->ReadBlocking(buffer->Binding(), bytes), IsOk());
+    EXPECT_EQ(bytes[63], 7);
+    EXPECT_FALSE(daemon.Poll().has_value());
+    daemon.Signal(SIGTERM);
+    EXPECT_EQ(daemon.Wait(), 0);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -192,6 +192,11 @@ class Backend {
 
   // The descriptor kinds Memory::ExportFd can give on this machine.
   virtual std::vector<ExportKind> export_kinds() const = 0;
+
+  // OK while the device works; once a fault has lost it (a GPU context lost
+  // to a faulting kernel), the status that lost it. The CPU backend's device
+  // is never lost: a kernel failure there poisons only its queue.
+  virtual absl::Status device_status() const { return absl::OkStatus(); }
 };
 
 }  // namespace hrx::backend

@@ -85,6 +85,8 @@ class Core {
   // --- Device -----------------------------------------------------------
   DeviceInfo device_info() const;
   CoreStatus status() const;
+  // The backend's device_status(): not OK once the device is lost.
+  absl::Status device_status() const { return backend_->device_status(); }
   // See QueuePool::SetCapacity. Admins only.
   absl::Status SetQueueCount(uint64_t session, uint32_t count);
 

@@ -96,7 +96,7 @@ absl::StatusOr<MemoryRef> HipBackend::Allocate(uint64_t bytes, MemoryKind kind,
 
 absl::StatusOr<std::unique_ptr<Queue>> HipBackend::CreateQueue() {
   HRX_ASSIGN_OR_RETURN(std::unique_ptr<HipQueue> queue,
-                       HipQueue::Create(device_));
+                       HipQueue::Create(device_, health_));
   return std::unique_ptr<Queue>(std::move(queue));
 }
 

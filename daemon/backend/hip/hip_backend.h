@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/backend/backend.h"
+#include "daemon/backend/hip/hip_queue.h"
 #include "daemon/backend/hip/hip_reclaimer.h"
 #include "daemon/backend/memfd_memory.h"
 
@@ -34,6 +35,7 @@ class HipBackend final : public Backend {
                                        const std::string& entry) override;
   uint64_t bytes_in_use() const override;
   std::vector<ExportKind> export_kinds() const override;
+  absl::Status device_status() const override { return health_->status(); }
 
   // Whether device memory comes from the stream-ordered allocator (see
   // hip_reclaimer.h); settled at Open.
@@ -51,6 +53,8 @@ class HipBackend final : public Backend {
   const std::shared_ptr<MemoryAccounting> accounting_;
   // Shared with allocations and kernels, which may outlive the backend.
   const std::shared_ptr<HipReclaimer> reclaimer_;
+  const std::shared_ptr<HipDeviceHealth> health_ =
+      std::make_shared<HipDeviceHealth>();
 };
 
 }  // namespace hrx::backend

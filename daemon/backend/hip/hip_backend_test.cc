@@ -324,6 +324,9 @@ TEST_F(HipBackendTest, AKernelThatTrapsFailsTheQueueNamingTheKernel) {
   EXPECT_THAT(queue->Wait(fence),
               StatusIs(absl::StatusCode::kInternal,
                        AllOf(HasSubstr("kernel_failed"), HasSubstr("add_f32"))));
+  // The context is lost for the whole device, and the backend says so.
+  EXPECT_THAT(backend_->device_status(),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("kernel_failed")));
 }
 
 }  // namespace

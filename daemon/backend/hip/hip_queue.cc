@@ -56,21 +56,25 @@ void HipEventPool::Give(hipEvent_t event) {
   free_.push_back(event);
 }
 
-absl::StatusOr<std::unique_ptr<HipQueue>> HipQueue::Create(int device) {
+absl::StatusOr<std::unique_ptr<HipQueue>> HipQueue::Create(
+    int device, std::shared_ptr<HipDeviceHealth> health) {
   HRX_RETURN_IF_ERROR(BindDevice(device));
   hipStream_t stream = nullptr;
   // Non-blocking: the daemon's queues never order behind the null stream.
   HRX_HIP_RETURN_IF_ERROR(hipStreamCreateWithFlags(&stream, hipStreamNonBlocking),
                           "create a queue", "hipStreamCreateWithFlags",
                           kHealthFix);
-  return std::unique_ptr<HipQueue>(new HipQueue(device, stream));
+  return std::unique_ptr<HipQueue>(
+      new HipQueue(device, stream, std::move(health)));
 }
 
-HipQueue::HipQueue(int device, hipStream_t stream)
+HipQueue::HipQueue(int device, hipStream_t stream,
+                   std::shared_ptr<HipDeviceHealth> health)
     : device_(device),
       stream_(stream),
       events_(std::make_shared<HipEventPool>(device)),
       bounce_(std::make_shared<HipPinnedPool>(device)),
+      health_(std::move(health)),
       completions_([this] { RunCompletions(); }) {}
 
 HipQueue::~HipQueue() {
@@ -417,6 +421,7 @@ void HipQueue::RunCompletions() {
         }
       }
       if (status_.ok()) status_ = DescribeFault(error, inflight_[culprit]);
+      health_->Lost(status_);
       pop_through(inflight_.size() - 1);
     } else {
       pop_through(through);

@@ -43,13 +43,33 @@ class HipEventPool : public std::enable_shared_from_this<HipEventPool> {
   std::vector<hipEvent_t> free_ ABSL_GUARDED_BY(mu_);
 };
 
+// The device's state, shared by a backend and its queues: the first fault
+// any queue sees loses the context for all of them.
+class HipDeviceHealth {
+ public:
+  void Lost(const absl::Status& why) {
+    absl::MutexLock lock(&mu_);
+    if (status_.ok()) status_ = why;
+  }
+  absl::Status status() const {
+    absl::MutexLock lock(&mu_);
+    return status_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
 // Commands between two completion events at most; bounds how long a
 // command's memory stays held after it completed when nobody waits on it.
 inline constexpr Fence kEventStride = 32;
 
 class HipQueue final : public Queue {
  public:
-  static absl::StatusOr<std::unique_ptr<HipQueue>> Create(int device);
+  // A fault this queue finds is reported to `health`.
+  static absl::StatusOr<std::unique_ptr<HipQueue>> Create(
+      int device, std::shared_ptr<HipDeviceHealth> health);
   ~HipQueue() override;  // drains queued work first
   HipQueue(const HipQueue&) = delete;
   HipQueue& operator=(const HipQueue&) = delete;
@@ -94,7 +114,8 @@ class HipQueue final : public Queue {
   // Enqueues one command on the stream, then its completion event.
   using Issue = std::function<absl::Status(hipStream_t)>;
 
-  HipQueue(int device, hipStream_t stream);
+  HipQueue(int device, hipStream_t stream,
+           std::shared_ptr<HipDeviceHealth> health);
   absl::StatusOr<Fence> Submit(Op op, const Issue& issue, Keep keep,
                                const Kernel* kernel = nullptr,
                                CompletionCallback callback = nullptr,
@@ -114,6 +135,7 @@ class HipQueue final : public Queue {
   const hipStream_t stream_;
   const std::shared_ptr<HipEventPool> events_;
   const std::shared_ptr<HipPinnedPool> bounce_;
+  const std::shared_ptr<HipDeviceHealth> health_;
 
   mutable absl::Mutex mu_;
   std::deque<InFlight> inflight_ ABSL_GUARDED_BY(mu_);
