@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace hrx::shared {
@@ -19,6 +20,19 @@ struct KernelArg {
   uint32_t size = 0;  // 4 or 8 for scalars; 0 for buffers
   friend bool operator==(const KernelArg&, const KernelArg&) = default;
 };
+
+// The argument a kernel's declaration names by `kind` (numbered as ArgKind,
+// in both kernel ABIs) and `size`: a scalar of 4 or 8 bytes or a buffer of
+// size 0; nothing for any other pair.
+inline std::optional<KernelArg> DeclaredArg(uint8_t kind, uint32_t size) {
+  if (kind == static_cast<uint8_t>(ArgKind::kScalar) && (size == 4 || size == 8)) {
+    return KernelArg{ArgKind::kScalar, size};
+  }
+  if (kind == static_cast<uint8_t>(ArgKind::kBuffer) && size == 0) {
+    return KernelArg{ArgKind::kBuffer, 0};
+  }
+  return std::nullopt;
+}
 
 struct KernelSignature {
   std::vector<KernelArg> args;

@@ -16,14 +16,15 @@
 extern char** environ;
 
 namespace hrx::testing {
-namespace {
 
 std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
 }
+
+namespace {
 
 int DecodeWaitStatus(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);

@@ -14,6 +14,9 @@ namespace hrx::testing {
 // Absolute path of a runfile such as "daemon/hrxd" in a Bazel test.
 std::string RunfilePath(const std::string& relative);
 
+// The bytes of the file at `path` (empty when it cannot be read).
+std::string ReadFile(const std::string& path);
+
 // A fresh directory under /tmp with a short path (Unix socket paths are
 // limited to 108 bytes; TEST_TMPDIR is longer than that).
 std::string MakeShortTempDir();

@@ -13,8 +13,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -53,13 +51,6 @@ int Fail(const char* what, const absl::Status& status) {
   return 1;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream bytes;
-  bytes << file.rdbuf();
-  return bytes.str();
-}
-
 // Best of `repeats` timings of `round`, after one warm-up round.
 template <typename F>
 double Best(int repeats, F round) {
@@ -84,7 +75,8 @@ std::string AddConstants(uint32_t n, float value) {
 
 int main() {
   using hrx::testing::RunfilePath;
-  const std::string cubin = ReadFile(RunfilePath("tests/kernels/gpu/add_f32.cubin"));
+  const std::string cubin =
+      hrx::testing::ReadFile(RunfilePath("tests/kernels/gpu/add_f32.cubin"));
   bool ok = true;
   auto check = [&ok](const absl::Status& status) {
     if (!status.ok() && ok) {

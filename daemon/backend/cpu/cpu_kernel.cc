@@ -13,6 +13,9 @@
 namespace hrx::backend {
 namespace {
 
+static_assert(HRX_CPU_ARG_SCALAR == static_cast<int>(ArgKind::kScalar) &&
+              HRX_CPU_ARG_BUFFER == static_cast<int>(ArgKind::kBuffer));
+
 absl::Status Refuse(const std::string& entry, const std::string& why,
                     const std::string& fix) {
   return absl::InvalidArgumentError(absl::StrFormat(
@@ -40,17 +43,16 @@ absl::StatusOr<KernelSignature> ReadSignature(const std::string& entry,
   for (int d = 0; d < 3; ++d) signature.workgroup_size[d] = info.workgroup_size[d];
   for (uint32_t i = 0; i < info.arg_count; ++i) {
     const hrx_cpu_arg& arg = info.args[i];
-    if (arg.kind == HRX_CPU_ARG_SCALAR && (arg.size == 4 || arg.size == 8)) {
-      signature.args.push_back({ArgKind::kScalar, arg.size});
-    } else if (arg.kind == HRX_CPU_ARG_BUFFER && arg.size == 0) {
-      signature.args.push_back({ArgKind::kBuffer, 0});
-    } else {
+    const std::optional<KernelArg> declared =
+        shared::DeclaredArg(arg.kind, arg.size);
+    if (!declared) {
       return Refuse(entry,
                     absl::StrFormat("argument %u has kind %u and size %u; "
                                     "scalars are 4 or 8 bytes, buffers 0",
                                     i, arg.kind, arg.size),
                     kFix);
     }
+    signature.args.push_back(*declared);
   }
   return signature;
 }

@@ -12,8 +12,6 @@
 #include <cstdlib>
 #include <thread>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shared/status_matchers.h"
+#include "tests/subprocess.h"
 
 namespace hrx::backend {
 namespace {
@@ -30,14 +29,11 @@ using ::hrx::shared::StatusIs;
 using ::testing::HasSubstr;
 
 std::string ReadKernel(const std::string& name) {
-  const char* root = std::getenv("TEST_SRCDIR");
-  const std::string path = std::string(root != nullptr ? root : ".") +
-                           "/hrxd/tests/kernels/gpu/" + name + ".cubin";
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream bytes;
-  bytes << file.rdbuf();
-  EXPECT_FALSE(bytes.str().empty()) << path;
-  return bytes.str();
+  const std::string path =
+      hrx::testing::RunfilePath("tests/kernels/gpu/" + name + ".cubin");
+  std::string bytes = hrx::testing::ReadFile(path);
+  EXPECT_FALSE(bytes.empty()) << path;
+  return bytes;
 }
 
 class HipBackendTest : public ::testing::Test {

@@ -114,20 +114,31 @@ absl::Status IssueNode(const GraphNode& node, hipStream_t stream) {
     case GraphNode::Op::kDispatch:
       return IssueDispatch(*node.dispatch, stream);
     case GraphNode::Op::kFill:
-      if (node.length == 0) return absl::OkStatus();
-      return HipStatus(
-          hipMemsetD8Async(DeviceAddress(*node.dst, node.dst_offset),
-                           node.value, node.length, stream),
-          "fill", "hipMemsetD8Async", kHealthFix);
+      return IssueFill(*node.dst, node.dst_offset, node.length, node.value,
+                       stream);
     case GraphNode::Op::kCopy:
-      if (node.length == 0) return absl::OkStatus();
-      return HipStatus(
-          hipMemcpyAsync(DeviceAddress(*node.dst, node.dst_offset),
-                         DeviceAddress(*node.src, node.src_offset),
-                         node.length, hipMemcpyDefault, stream),
-          "copy", "hipMemcpyAsync", kHealthFix);
+      return IssueCopy(*node.dst, node.dst_offset, *node.src, node.src_offset,
+                       node.length, stream);
   }
   return absl::OkStatus();
+}
+
+absl::Status IssueFill(const Memory& dst, uint64_t offset, uint64_t length,
+                       uint8_t value, hipStream_t stream) {
+  if (length == 0) return absl::OkStatus();
+  return HipStatus(
+      hipMemsetD8Async(DeviceAddress(dst, offset), value, length, stream),
+      "fill", "hipMemsetD8Async", kHealthFix);
+}
+
+absl::Status IssueCopy(const Memory& dst, uint64_t dst_offset,
+                       const Memory& src, uint64_t src_offset,
+                       uint64_t length, hipStream_t stream) {
+  if (length == 0) return absl::OkStatus();
+  return HipStatus(hipMemcpyAsync(DeviceAddress(dst, dst_offset),
+                                  DeviceAddress(src, src_offset), length,
+                                  hipMemcpyDefault, stream),
+                   "copy", "hipMemcpyAsync", kHealthFix);
 }
 
 }  // namespace hrx::backend

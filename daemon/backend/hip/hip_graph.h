@@ -20,6 +20,13 @@ absl::Status IssueNode(const GraphNode& node, hipStream_t stream);
 // Enqueues one dispatch on `stream`.
 absl::Status IssueDispatch(const DispatchArgs& dispatch, hipStream_t stream);
 
+// Enqueues a fill or a copy on `stream` (nothing for zero bytes).
+absl::Status IssueFill(const Memory& dst, uint64_t offset, uint64_t length,
+                       uint8_t value, hipStream_t stream);
+absl::Status IssueCopy(const Memory& dst, uint64_t dst_offset,
+                       const Memory& src, uint64_t src_offset,
+                       uint64_t length, hipStream_t stream);
+
 }  // namespace hrx::backend
 
 #endif  // HRX_DAEMON_BACKEND_HIP_HIP_GRAPH_H_

@@ -12,6 +12,9 @@
 namespace hrx::backend {
 namespace {
 
+static_assert(HRX_GPU_ARG_SCALAR == static_cast<int>(ArgKind::kScalar) &&
+              HRX_GPU_ARG_BUFFER == static_cast<int>(ArgKind::kBuffer));
+
 absl::Status Refuse(const std::string& entry, const std::string& why,
                     const std::string& fix) {
   return absl::InvalidArgumentError(absl::StrFormat(
@@ -42,17 +45,15 @@ absl::StatusOr<KernelSignature> ReadSignature(const std::string& entry,
   for (uint32_t i = 0; i < info.arg_count; ++i) {
     const uint8_t kind = info.arg_kinds[i];
     const uint8_t size = info.arg_sizes[i];
-    if (kind == HRX_GPU_ARG_SCALAR && (size == 4 || size == 8)) {
-      signature.args.push_back({ArgKind::kScalar, size});
-    } else if (kind == HRX_GPU_ARG_BUFFER && size == 0) {
-      signature.args.push_back({ArgKind::kBuffer, 0});
-    } else {
+    const std::optional<KernelArg> declared = shared::DeclaredArg(kind, size);
+    if (!declared) {
       return Refuse(entry,
                     absl::StrFormat("argument %u has kind %u and size %u; "
                                     "scalars are 4 or 8 bytes, buffers 0",
                                     i, kind, size),
                     kInfoFix);
     }
+    signature.args.push_back(*declared);
   }
   return signature;
 }

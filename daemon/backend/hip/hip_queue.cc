@@ -139,10 +139,7 @@ absl::StatusOr<Fence> HipQueue::EnqueueFill(const MemoryRef& dst,
   return Submit(
       Op::kFill,
       [&](hipStream_t stream) {
-        if (length == 0) return absl::OkStatus();
-        return HipStatus(hipMemsetD8Async(DeviceAddress(*dst, offset), value,
-                                          length, stream),
-                         "fill", "hipMemsetD8Async", kHealthFix);
+        return IssueFill(*dst, offset, length, value, stream);
       },
       {dst, nullptr});
 }
@@ -155,12 +152,7 @@ absl::StatusOr<Fence> HipQueue::EnqueueCopy(const MemoryRef& dst,
   return Submit(
       Op::kCopy,
       [&](hipStream_t stream) {
-        if (length == 0) return absl::OkStatus();
-        return HipStatus(
-            hipMemcpyAsync(DeviceAddress(*dst, dst_offset),
-                           DeviceAddress(*src, src_offset), length,
-                           hipMemcpyDefault, stream),
-            "copy", "hipMemcpyAsync", kHealthFix);
+        return IssueCopy(*dst, dst_offset, *src, src_offset, length, stream);
       },
       {dst, src});
 }

@@ -32,16 +32,6 @@ HipReclaimer::~HipReclaimer() {
 void HipReclaimer::Defer(std::function<void()> release) {
   absl::MutexLock lock(&mu_);
   pending_.push_back(std::move(release));
-  ++deferred_;
-}
-
-void HipReclaimer::Drain() {
-  absl::MutexLock lock(&mu_);
-  const uint64_t target = deferred_;
-  auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return released_ >= target;
-  };
-  mu_.Await(absl::Condition(&done));
 }
 
 void HipReclaimer::Run() {
@@ -58,7 +48,6 @@ void HipReclaimer::Run() {
     mu_.Unlock();
     release();
     mu_.Lock();
-    ++released_;
   }
 }
 

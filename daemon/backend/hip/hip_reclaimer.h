@@ -35,8 +35,6 @@ class HipReclaimer {
   // Runs `release` soon, on the reclaimer's thread, with the device bound.
   // `release` must not hold references that would destroy the reclaimer.
   void Defer(std::function<void()> release);
-  // Returns once everything deferred before the call has run.
-  void Drain();
 
   // The stream device memory is allocated and freed on.
   hipStream_t stream() const { return stream_; }
@@ -53,8 +51,6 @@ class HipReclaimer {
   bool stream_ordered_ = true;  // settled once, at backend open
   absl::Mutex mu_;
   std::deque<std::function<void()>> pending_ ABSL_GUARDED_BY(mu_);
-  uint64_t deferred_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t released_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: starts after the members above exist
 };
