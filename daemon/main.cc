@@ -33,6 +33,9 @@ ABSL_FLAG(std::string, listen, "",
 ABSL_FLAG(std::string, metrics_listen, "",
           "serve Prometheus text metrics at http://HOST:PORT/metrics (off "
           "when empty; a bare PORT means 127.0.0.1:PORT)");
+ABSL_FLAG(bool, metrics_tenants, false,
+          "include per-tenant usage and budgets in the metrics (anyone who "
+          "can reach --metrics_listen then sees every tenant's figures)");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for --listen");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --listen");
 ABSL_FLAG(std::string, tls_client_ca, "",
@@ -65,6 +68,7 @@ int main(int argc, char** argv) {
   options.ticket_lifetime_ms = absl::GetFlag(FLAGS_ticket_lifetime_ms);
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
+  options.metrics_tenants = absl::GetFlag(FLAGS_metrics_tenants);
   options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_path = absl::GetFlag(FLAGS_tls_key);
   options.tls_client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);

@@ -41,7 +41,10 @@ std::string Escape(const std::string& label) {
 
 }  // namespace
 
-std::string RenderMetrics(Core& core) {
+static void AppendTenants(Core& core, std::string& out);
+static void AppendRefusals(Core& core, std::string& out);
+
+std::string RenderMetrics(Core& core, bool per_tenant) {
   const CoreStatus s = core.status();
   std::string out;
   Gauge(out, "hrxd_sessions", "Open sessions.", s.sessions);
@@ -79,6 +82,13 @@ std::string RenderMetrics(Core& core) {
                       "\"} ", c.*field, "\n");
     }
   }
+  // Per-tenant figures tell one tenant about the others: only on request.
+  if (per_tenant) AppendTenants(core, out);
+  AppendRefusals(core, out);
+  return out;
+}
+
+static void AppendTenants(Core& core, std::string& out) {
   absl::StrAppend(&out,
                   "# HELP hrxd_tenant_usage What a tenant uses, by resource.\n"
                   "# TYPE hrxd_tenant_usage gauge\n");
@@ -106,6 +116,9 @@ std::string RenderMetrics(Core& core) {
   }
   out += budgets;
   out += sessions;
+}
+
+static void AppendRefusals(Core& core, std::string& out) {
   absl::StrAppend(&out,
                   "# HELP hrxd_refusals_total Refused calls, by reason token.\n"
                   "# TYPE hrxd_refusals_total counter\n");
@@ -113,11 +126,10 @@ std::string RenderMetrics(Core& core) {
     absl::StrAppend(&out, "hrxd_refusals_total{reason=\"", Escape(reason),
                     "\"} ", count, "\n");
   }
-  return out;
 }
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
-    const std::string& requested, Core& core) {
+    const std::string& requested, Core& core, bool per_tenant) {
   // A bare port means loopback: metrics are not for the network by default.
   const std::string address = requested.find(':') == std::string::npos
                                   ? "127.0.0.1:" + requested
@@ -149,34 +161,44 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
         "metrics_listen_failed: %s: %s. Fix: pick a free port.", address,
         error));
   }
-  auto server = std::unique_ptr<MetricsServer>(new MetricsServer(core));
-  auto acceptor = Acceptor::Start(fd, [raw = server.get()](int peer) {
-    raw->Answer(peer);
-    close(peer);
-  });
-  if (!acceptor.ok()) return acceptor.status();
-  server->acceptor_ = *std::move(acceptor);
+  auto server =
+      std::unique_ptr<MetricsServer>(new MetricsServer(core, per_tenant));
+  ExchangeLimits limits;
+  limits.deadline = kMetricsDeadline;
+  limits.max_connections = kMaxMetricsConnections;
+  limits.max_request_bytes = 4096;
+  auto exchange = ExchangeServer::Start(
+      fd, limits,
+      [](const std::string& request) {
+        return request.find("\r\n\r\n") != std::string::npos ||
+               request.find("\n\n") != std::string::npos;
+      },
+      [raw = server.get()](const std::string& request,
+                           const ExchangeServer::Peer&) {
+        ExchangeServer::Reply reply;
+        reply.bytes = raw->Answer(request);
+        return reply;
+      },
+      [] {
+        return std::string(
+            "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n"
+            "Connection: close\r\n\r\n");
+      });
+  if (!exchange.ok()) return exchange.status();
+  server->server_ = *std::move(exchange);
   return server;
 }
 
-void MetricsServer::Answer(int fd) {
-  const timeval timeout{2, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  char request[1024] = {};
-  const ssize_t n = recv(fd, request, sizeof(request) - 1, 0);
-  std::string response;
-  if (n > 0 && std::string_view(request, n).rfind("GET /metrics", 0) == 0) {
-    const std::string body = RenderMetrics(core_);
-    response = absl::StrCat(
+std::string MetricsServer::Answer(const std::string& request) {
+  if (request.rfind("GET /metrics", 0) == 0) {
+    const std::string body = RenderMetrics(core_, per_tenant_);
+    return absl::StrCat(
         "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
         "Content-Length: ",
         body.size(), "\r\nConnection: close\r\n\r\n", body);
-  } else {
-    response =
-        "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: "
-        "close\r\n\r\n";
   }
-  (void)send(fd, response.data(), response.size(), MSG_NOSIGNAL);
+  return "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: "
+         "close\r\n\r\n";
 }
 
 }  // namespace hrx::daemon

@@ -1,6 +1,7 @@
 #include "daemon/run.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <systemd/sd-daemon.h>
@@ -31,6 +32,31 @@ namespace {
 
 // How long calls in progress get to finish at shutdown before cancellation.
 constexpr absl::Duration kShutdownGrace = absl::Seconds(10);
+// How long queued work then gets to drain before hrxd exits anyway (a hung
+// kernel must not keep it from stopping within systemd's TimeoutStopSec).
+constexpr absl::Duration kShutdownDrainLimit = absl::Seconds(10);
+
+// Raises the soft open-file limit to the hard one: every buffer, export and
+// connection costs a descriptor, and each is budgeted against this. Only
+// when it would change anything: under the shipped unit (LimitNOFILE sets
+// both) setrlimit is outside the syscall filter.
+void RaiseOpenFileLimit(spdlog::logger& log) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    const rlim_t was = limit.rlim_cur;
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+      log.info("open-file limit raised from {} to {}", was, limit.rlim_cur);
+      return;
+    }
+  }
+  if (limit.rlim_cur < kRecommendedOpenFiles) {
+    log.warn("the open-file limit is {} (recommended at least {}): clients "
+             "may exhaust it sooner than their budgets; set LimitNOFILE",
+             limit.rlim_cur, kRecommendedOpenFiles);
+  }
+}
 
 // Handled by the main loop (blocked everywhere else): stop and reload.
 sigset_t HandledSignals() {
@@ -117,6 +143,7 @@ absl::Status Run(const DaemonOptions& options) {
 
   HRX_RETURN_IF_ERROR(InitLogging(options.log_level));
   auto log = Logger("daemon");
+  RaiseOpenFileLimit(*log);
   Notifier notifier;
   if (options.queue_count == 0) {
     return absl::InvalidArgumentError(
@@ -171,7 +198,8 @@ absl::Status Run(const DaemonOptions& options) {
   std::unique_ptr<MetricsServer> metrics;
   if (!options.metrics_address.empty()) {
     HRX_ASSIGN_OR_RETURN(metrics,
-                         MetricsServer::Start(options.metrics_address, *core));
+                         MetricsServer::Start(options.metrics_address, *core,
+                                              options.metrics_tenants));
     log->info("metrics on http://{}/metrics", options.metrics_address);
   }
 
@@ -249,7 +277,15 @@ absl::Status Run(const DaemonOptions& options) {
   notifier.Stopping("draining queued work");
   metrics.reset();
   server->Shutdown(kShutdownGrace);
-  core->Drain();
+  if (!core->Drain(kShutdownDrainLimit)) {
+    // A kernel still runs: leave it (and the objects it uses) to the exit.
+    log->warn("queued work did not drain within {}; stopping anyway",
+              absl::FormatDuration(kShutdownDrainLimit));
+    (void)server.release();
+    (void)core.release();
+    guard.reset();
+    return absl::OkStatus();
+  }
   server.reset();
   core.reset();
   guard.reset();

@@ -28,7 +28,12 @@ struct DaemonOptions {
   std::string tls_cert_path, tls_key_path, tls_client_ca_path;
   // Prometheus text metrics over HTTP on HOST:PORT; empty: off.
   std::string metrics_address;
+  // Per-tenant series in the metrics (they tell tenants about each other).
+  bool metrics_tenants = false;
 };
+
+// The open-file limit hrxd warns below (the shipped unit sets it).
+inline constexpr uint64_t kRecommendedOpenFiles = 65536;
 
 // Blocks until a stop signal; OK after a clean shutdown. Must be called
 // before the process starts other threads (it blocks the stop signals in

@@ -162,7 +162,8 @@ TEST(OperationsTest, SighupReloadsBudgetsAndKeepsThemWhenTheFileIsBroken) {
 class OperationsClientTest : public ClientFixture {
  protected:
   std::vector<std::string> DaemonFlags() const override {
-    return {"--metrics_listen=" + std::to_string(metrics_port_)};  // loopback
+    return {"--metrics_listen=" + std::to_string(metrics_port_),  // loopback
+            "--metrics_tenants"};
   }
   std::string Get(const std::string& path) {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -27,6 +27,7 @@ constexpr char kConfig[] = R"(
 tenants {
   name: "alpha"
   uids: 4001
+  load_kernels: true
   budget { device_bytes: 1048576 streams: 4 }
 }
 tenants {

@@ -215,7 +215,25 @@ std::string LimitJson(bool has, uint64_t value) {
   return has ? absl::StrCat(value) : "null";
 }
 
-void PrintTable(const std::vector<std::vector<std::string>>& rows) {
+// Names come from clients: a control byte must never reach the operator's
+// terminal (it could forge rows or recolour the screen). Shown as \xNN.
+std::string Printable(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    const unsigned char byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f || c == '\\') {
+      out += absl::StrFormat("\\x%02x", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void PrintTable(std::vector<std::vector<std::string>> rows) {
+  for (auto& row : rows) {
+    for (std::string& cell : row) cell = Printable(cell);
+  }
   std::vector<size_t> widths;
   for (const auto& row : rows) {
     widths.resize(std::max(widths.size(), row.size()));
@@ -566,6 +584,13 @@ int main(int argc, char** argv) {
                  "daemon accepts only TLS with client certificates)");
   }
   target.socket_path = hrx::shared::ResolveClientSocketPath(target.socket_path);
+  if (target.remote.empty()) {
+    // Never trust a socket someone else could have planted.
+    if (absl::Status trusted = hrx::shared::CheckTrustedSocket(target.socket_path);
+        !trusted.ok()) {
+      return Fail(trusted);
+    }
+  }
   const char* help = nullptr;
   for (const Help& entry : kHelp) {
     if (command == entry.command) help = entry.text;

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -48,6 +49,10 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& socket_path) {
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(kMaxReplyBytes);
   arguments.SetMaxSendMessageSize(kMaxReplyBytes);
+  // hrxd binds a session to its connection: a channel must not drop an idle
+  // connection (gRPC's default after 30 minutes) under a live session.
+  arguments.SetInt(GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS,
+                   std::numeric_limits<int>::max());
   return grpc::CreateCustomChannel(absl::StrCat("unix:", socket_path),
                                    grpc::InsecureChannelCredentials(),
                                    arguments);
@@ -70,6 +75,11 @@ absl::Status CallStatus(const grpc::Status& status,
 
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(
     const std::string& socket_path, const std::string& client_name) {
+  // Never talk to a daemon someone else could have planted.
+  if (absl::Status trusted = shared::CheckTrustedSocket(socket_path);
+      !trusted.ok()) {
+    return trusted;
+  }
   std::shared_ptr<grpc::Channel> channel = MakeChannel(socket_path);
   auto sessions = hrx::v1::Sessions::NewStub(channel);
   grpc::ClientContext context;

@@ -82,24 +82,119 @@ Core::Core(std::unique_ptr<backend::Backend> backend,
       ticket_lifetime_(options.ticket_lifetime),
       started_(absl::Now()),
       queues_(*backend_, options.queue_count),
-      watcher_(std::make_unique<ProcessWatcher>([this](pid_t pid) {
-        // The process died without closing its sessions: close them now.
-        std::vector<uint64_t> orphans;
-        {
-          absl::MutexLock lock(&mu_);
-          sessions_.ForEachHandle([&](uint64_t handle,
-                                      const std::shared_ptr<Session>& s) {
-            if (s->identity.pid == pid) orphans.push_back(handle);
-          });
-        }
-        for (uint64_t handle : orphans) {
-          CloseSession(handle, [](absl::StatusOr<CloseSummary>) {});
-        }
-      })) {}
+      remote_session_lease_(options.remote_session_lease),
+      watcher_(std::make_unique<ProcessWatcher>(
+          [this](pid_t pid) { ProcessExited(pid); })) {
+  if (options.housekeeping_interval > absl::ZeroDuration()) {
+    housekeeper_ = std::make_unique<Ticker>(
+        options.housekeeping_interval, [this] { Housekeep(absl::Now()); });
+  }
+}
 
 Core::~Core() {
+  housekeeper_.reset();
   watcher_.reset();
   Drain();
+}
+
+void Core::ProcessExited(pid_t pid) {
+  // The process died without closing its sessions: close them now.
+  std::vector<uint64_t> orphans;
+  {
+    absl::MutexLock lock(&mu_);
+    sessions_.ForEachHandle(
+        [&](uint64_t handle, const std::shared_ptr<Session>& s) {
+          if (s->identity.pid == pid) orphans.push_back(handle);
+        });
+  }
+  for (uint64_t handle : orphans) {
+    CloseSession(handle, [](absl::StatusOr<CloseSummary>) {});
+  }
+  // Its mappings are gone with it: the memory they kept can go.
+  std::vector<Detached> released;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = detached_.find(pid);
+    if (it != detached_.end()) {
+      released = std::move(it->second);
+      detached_.erase(it);
+    }
+  }
+}
+
+absl::StatusOr<ChargeRef> Core::AdmitConnection(const PeerIdentity& caller) {
+  std::shared_ptr<Tenant> tenant = tenants_->Resolve(caller);
+  if (tenant == nullptr) {
+    return absl::PermissionDeniedError(
+        "unknown_caller: no tenant takes this caller. Fix: list it in the "
+        "config.");
+  }
+  return tenant->Reserve(
+      Resource::kConnections, 1, "connect",
+      absl::StrFormat("uid %u, pid %u", caller.uid, caller.pid));
+}
+
+void Core::ConnectionClosed(uint64_t connection) {
+  std::vector<uint64_t> bound;
+  {
+    absl::MutexLock lock(&mu_);
+    sessions_.ForEachHandle(
+        [&](uint64_t handle, const std::shared_ptr<Session>& s) {
+          if (s->identity.connection == connection) bound.push_back(handle);
+        });
+  }
+  for (uint64_t handle : bound) {
+    CloseSession(handle, [](absl::StatusOr<CloseSummary>) {});
+  }
+}
+
+void Core::SweepTicketsLocked(absl::Time now) {
+  size_t spent = 0;
+  for (auto& [ticket, entry] : tickets_) {
+    if (!entry.used && now > entry.deadline) {
+      entry.used = true;  // expired: its descriptor and hold go now
+      entry.expired = true;
+      entry.fd.Reset();
+      entry.memory.reset();
+      entry.charge.reset();
+    }
+    if (entry.used) ++spent;
+  }
+  absl::erase_if(tickets_, [&](const auto& entry) {
+    return entry.second.used && (spent > kMaxTicketTombstones ||
+                                 entry.second.deadline + absl::Minutes(1) < now);
+  });
+}
+
+void Core::Housekeep(absl::Time now) {
+  std::vector<uint64_t> lapsed;
+  {
+    absl::MutexLock lock(&mu_);
+    SweepTicketsLocked(now);
+    const int64_t oldest = absl::ToUnixNanos(now - remote_session_lease_);
+    sessions_.ForEachHandle(
+        [&](uint64_t handle, const std::shared_ptr<Session>& s) {
+          if (s->identity.remote && s->last_call_ns.load() < oldest) {
+            lapsed.push_back(handle);
+          }
+        });
+  }
+  for (uint64_t handle : lapsed) {
+    CloseSession(handle, [](absl::StatusOr<CloseSummary>) {});
+  }
+}
+
+Core::DetachedExports Core::detached_exports(const std::string& tenant) const {
+  DetachedExports total;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [pid, list] : detached_) {
+    for (const Detached& detached : list) {
+      if (detached.tenant != tenant) continue;
+      ++total.count;
+      total.bytes += detached.entry.memory->size();
+    }
+  }
+  return total;
 }
 
 absl::StatusOr<std::shared_ptr<Session>> Core::FindSession(
@@ -125,6 +220,25 @@ absl::StatusOr<uint64_t> Core::OpenSession(const std::string& client_name,
         "limit is %u. Fix: send a shorter client_name.",
         client_name.size(), kMaxClientNameBytes));
   }
+  // Names reach operators' terminals (hrxctl sessions): no control bytes.
+  for (size_t i = 0; i < client_name.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(client_name[i]);
+    if (c < 0x20 || c == 0x7f) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "bad_client_name: open session: byte %u of the client name is "
+          "control character 0x%02x. Fix: send a client_name of printable "
+          "characters.",
+          i, c));
+    }
+  }
+  HRX_ASSIGN_OR_RETURN(
+      ChargeRef charge,
+      tenant->Reserve(Resource::kSessions, 1, "open session",
+                      caller.remote
+                          ? absl::StrFormat("certificate \"%s\"",
+                                            caller.certificate_subject)
+                          : absl::StrFormat("uid %u, pid %u", caller.uid,
+                                            caller.pid)));
   absl::ReleasableMutexLock lock(&mu_);
   if (sessions_.size() >= kMaxSessions) {
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -132,25 +246,39 @@ absl::StatusOr<uint64_t> Core::OpenSession(const std::string& client_name,
         "%u. Fix: close idle sessions (hrxctl status shows the count).",
         sessions_.size(), kMaxSessions));
   }
-  const uint64_t handle =
-      sessions_.Insert(std::make_shared<Session>(client_name, caller, tenant));
+  auto session = std::make_shared<Session>(client_name, caller, tenant,
+                                          std::move(charge));
+  session->last_call_ns.store(absl::ToUnixNanos(absl::Now()));
+  const uint64_t handle = sessions_.Insert(std::move(session));
   lock.Release();
-  watcher_->Watch(caller.pid);
+  watcher_->Watch(caller.pid);  // pid 0 (not visible) is never watched
   return handle;
 }
 
 absl::Status Core::VerifyCaller(uint64_t session, const PeerIdentity& caller) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
   const PeerIdentity& opener = owner->identity;
-  if (opener.pid == caller.pid && opener.uid == caller.uid &&
-      opener.certificate_subject == caller.certificate_subject) {
+  // A local session belongs to its connection (which carries the uid and
+  // pid read when it was accepted); a remote one to its certificate.
+  const bool mine =
+      opener.remote
+          ? caller.remote &&
+                opener.certificate_subject == caller.certificate_subject
+          : !caller.remote && opener.connection == caller.connection &&
+                opener.uid == caller.uid && opener.pid == caller.pid;
+  if (mine) {
+    owner->last_call_ns.store(absl::ToUnixNanos(absl::Now()));
     return absl::OkStatus();
   }
   return absl::PermissionDeniedError(absl::StrFormat(
-      "session_not_yours: the session was opened by %s; this call comes from "
-      "uid %u, pid %u. Fix: open a session in the calling process; session "
-      "handles are not transferable.",
-      owner->Who(), caller.uid, caller.pid));
+      "session_not_yours: the session was opened by %s on another "
+      "connection; this call comes from %s. Fix: open a session on the "
+      "calling connection; session handles are not transferable.",
+      owner->Who(),
+      caller.remote ? absl::StrFormat("certificate \"%s\"",
+                                      caller.certificate_subject)
+                    : absl::StrFormat("uid %u, pid %u", caller.uid,
+                                      caller.pid)));
 }
 
 void Core::CloseSession(
@@ -165,14 +293,31 @@ void Core::CloseSession(
     absl::erase_if(grants_, [&](const auto& entry) {
       return entry.second.owner_session == session;
     });
+    // Unredeemed tickets die with the session, descriptors and all.
+    absl::erase_if(tickets_, [&](const auto& entry) {
+      return entry.second.session == session;
+    });
   }
   CloseSummary summary;
   std::vector<std::pair<backend::Queue*, backend::Fence>> waits;
+  absl::flat_hash_map<uint64_t, ExportEntry> detached;
+  Deferred cancelled;
   {
     absl::MutexLock lock(&closing->mu);
     summary.freed_buffers = closing->buffers.size();
     summary.freed_streams = closing->streams.size();
     closing->streams.Clear([&](std::shared_ptr<StreamEntry> stream) {
+      // Work parked behind a suspended batch never runs; the batch itself
+      // stops where it is when it resumes.
+      stream->closed = true;
+      while (!stream->parked.empty()) {
+        GatedOp op = std::move(stream->parked.front());
+        stream->parked.pop_front();
+        op(absl::CancelledError(
+               "session_closed: the session closed before this operation "
+               "ran. Fix: open a new session."),
+           cancelled);
+      }
       waits.emplace_back(stream->queue, stream->published);
     });
     // Buffers, kernels, events and pools go with the session; queued
@@ -181,7 +326,21 @@ void Core::CloseSession(
     closing->kernels.Clear([](KernelEntry) {});
     closing->graph_execs.Clear([](GraphExecEntry) {});
     closing->events.clear();
+    detached = std::move(closing->exports);
     closing->exports.clear();
+  }
+  RunDeferred(cancelled);
+  // Descriptors the process received may still be mapped: their memory
+  // stays charged until the process exits (at once, if it already has).
+  if (!detached.empty() && closing->identity.pid > 0) {
+    {
+      absl::MutexLock lock(&mu_);
+      std::vector<Detached>& held = detached_[closing->identity.pid];
+      for (auto& [id, entry] : detached) {
+        held.push_back(Detached{closing->tenant->name(), std::move(entry)});
+      }
+    }
+    watcher_->Watch(closing->identity.pid);
   }
   if (waits.empty()) return done(summary);
   auto countdown = std::make_shared<Countdown>(
@@ -256,6 +415,10 @@ std::vector<TenantUsage> Core::ListTenants() const {
     usage.limits = tenant->limits();
     usage.usage = tenant->usage();
     usage.sessions = sessions[tenant.get()];
+    usage.load_kernels = tenant->load_kernels();
+    const DetachedExports detached = detached_exports(tenant->name());
+    usage.detached_exports = detached.count;
+    usage.detached_export_bytes = detached.bytes;
     list.push_back(std::move(usage));
   }
   return list;
@@ -377,6 +540,11 @@ absl::StatusOr<BufferInfo> Core::Allocate(uint64_t session, uint64_t bytes,
   const Resource resource = kind == AllocationKind::kShared
                                 ? Resource::kSharedBytes
                                 : Resource::kDeviceBytes;
+  // Each live handle counts (on the CPU backend each also holds a
+  // descriptor), whatever its size.
+  HRX_ASSIGN_OR_RETURN(
+      ChargeRef handle_charge,
+      owner->tenant->Reserve(Resource::kBuffers, 1, "allocate", owner->Who()));
   // The reservation rides on the memory itself (below), so it is released
   // only when the last holder — the buffer table, a pool, or a queued
   // command — lets go.
@@ -426,8 +594,8 @@ absl::StatusOr<BufferInfo> Core::Allocate(uint64_t session, uint64_t bytes,
   }
   const uint64_t allocation_id = memory->id();
   absl::MutexLock lock(&owner->mu);
-  const uint64_t handle =
-      owner->buffers.Insert(BufferEntry{std::move(memory), origin});
+  const uint64_t handle = owner->buffers.Insert(
+      BufferEntry{std::move(memory), origin, std::move(handle_charge)});
   return BufferInfo{handle, bytes, allocation_id};
 }
 
@@ -494,6 +662,11 @@ absl::StatusOr<uint64_t> Core::Grant(uint64_t session, uint64_t buffer,
 
 absl::StatusOr<BufferInfo> Core::Import(uint64_t session, uint64_t grant) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> importer, FindSession(session));
+  // An import is a handle that can be written through and exported.
+  HRX_RETURN_IF_ERROR(RequireWriter(*importer, "import buffer"));
+  HRX_ASSIGN_OR_RETURN(ChargeRef handle_charge,
+                       importer->tenant->Reserve(Resource::kBuffers, 1,
+                                                 "import", importer->Who()));
   MemoryRef memory;
   {
     absl::MutexLock lock(&mu_);
@@ -525,8 +698,8 @@ absl::StatusOr<BufferInfo> Core::Import(uint64_t session, uint64_t grant) {
   absl::MutexLock lock(&importer->mu);
   // The importer holds the memory but is not charged for it: the owner's
   // reservation rides on the memory until every holder has let go.
-  const uint64_t handle =
-      importer->buffers.Insert(BufferEntry{std::move(memory), 0});
+  const uint64_t handle = importer->buffers.Insert(
+      BufferEntry{std::move(memory), 0, std::move(handle_charge)});
   return BufferInfo{handle, bytes, allocation_id};
 }
 
@@ -546,6 +719,12 @@ absl::Status Core::Revoke(uint64_t session, uint64_t grant) {
 absl::StatusOr<ExportTicket> Core::Export(uint64_t session, uint64_t buffer,
                                           backend::ExportKind kind) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
+  // A mapping writes the memory: observers may not have one.
+  HRX_RETURN_IF_ERROR(RequireWriter(*owner, "export buffer"));
+  // Every descriptor handed out counts until it is released.
+  HRX_ASSIGN_OR_RETURN(
+      ChargeRef charge,
+      owner->tenant->Reserve(Resource::kExports, 1, "export", owner->Who()));
   MemoryRef memory;
   uint64_t export_id = 0;
   {
@@ -563,21 +742,30 @@ absl::StatusOr<ExportTicket> Core::Export(uint64_t session, uint64_t buffer,
   const absl::Time now = absl::Now();
   ExportTicket result{ticket, export_id, memory->size(), 0};
   absl::MutexLock lock(&mu_);
-  // Forget tickets long past their deadline (a used or expired ticket is
-  // remembered a while, so that reuse is told apart from a made-up ticket).
-  absl::erase_if(tickets_, [&](const auto& entry) {
-    return entry.second.deadline + absl::Minutes(1) < now;
-  });
-  tickets_[ticket] = TicketEntry{session, export_id, std::move(memory),
-                                 std::move(fd), now + ticket_lifetime_, false};
+  SweepTicketsLocked(now);
+  tickets_[ticket] =
+      TicketEntry{session,          export_id,     std::move(memory),
+                  std::move(fd),    std::move(charge),
+                  now + ticket_lifetime_, false};
   return result;
 }
 
 absl::StatusOr<shared::UniqueFd> Core::Redeem(std::string_view ticket,
                                               const PeerIdentity& peer) {
+  if (peer.pid <= 0) {
+    // The kernel cannot show this peer's process (another PID namespace):
+    // nothing would tell the exporter from another process of its uid.
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "peer_not_visible: redeem: the side channel peer (uid %u) is in a PID "
+        "namespace hrxd cannot see, so the ticket's process cannot be "
+        "checked. Fix: run hrxd in its clients' PID namespace (or a parent "
+        "of it), or move data through Upload and Read instead of mappings.",
+        peer.uid));
+  }
   uint64_t session = 0;
   uint64_t export_id = 0;
   MemoryRef memory;
+  ChargeRef charge;
   shared::UniqueFd fd;
   {
     absl::MutexLock lock(&mu_);
@@ -588,15 +776,17 @@ absl::StatusOr<shared::UniqueFd> Core::Redeem(std::string_view ticket,
           "ticket Buffers.Export returned, on the side channel it named.");
     }
     TicketEntry& entry = it->second;
-    if (entry.used) {
+    if (entry.used && !entry.expired) {
       return absl::FailedPreconditionError(
           "ticket_used: redeem: the ticket was already redeemed; tickets are "
           "single-use. Fix: call Buffers.Export again for another descriptor.");
     }
-    if (absl::Now() > entry.deadline) {
+    if (entry.expired || absl::Now() > entry.deadline) {
       entry.used = true;
+      entry.expired = true;
       entry.fd.Reset();
       entry.memory.reset();  // a spent ticket holds nothing
+      entry.charge.reset();
       return absl::FailedPreconditionError(absl::StrFormat(
           "ticket_expired: redeem: the ticket expired %s ago (tickets live "
           "%s). Fix: redeem promptly after Buffers.Export, or export again.",
@@ -606,6 +796,7 @@ absl::StatusOr<shared::UniqueFd> Core::Redeem(std::string_view ticket,
     session = entry.session;
     export_id = entry.export_id;
     memory = std::move(entry.memory);  // a spent ticket holds nothing
+    charge = std::move(entry.charge);
     // Checked below, outside this lock; the ticket is spent either way, so a
     // wrong peer cannot probe it twice.
     entry.used = true;
@@ -621,7 +812,7 @@ absl::StatusOr<shared::UniqueFd> Core::Redeem(std::string_view ticket,
         owner->Who(), peer.uid, peer.pid));
   }
   absl::MutexLock lock(&owner->mu);
-  owner->exports[export_id] = std::move(memory);
+  owner->exports[export_id] = ExportEntry{std::move(memory), std::move(charge)};
   return fd;
 }
 
@@ -642,6 +833,16 @@ absl::StatusOr<KernelInfo> Core::LoadKernel(
     const backend::KernelSignature* declared) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
   HRX_RETURN_IF_ERROR(RequireWriter(*owner, "load kernel"));
+  // Checked before a byte of the object is mapped: on the CPU backend
+  // loading runs the object's code (its constructors) inside hrxd.
+  if (!owner->tenant->load_kernels()) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "kernel_loading_not_allowed: load kernel %s: tenant \"%s\" (%s) may "
+        "not load kernels; a kernel runs with the daemon's privileges. Fix: "
+        "set load_kernels: true on the tenant in the config, for tenants "
+        "trusted as the daemon's own user.",
+        entry, owner->tenant->name(), owner->Who()));
+  }
   HRX_ASSIGN_OR_RETURN(
       ChargeRef charge,
       owner->tenant->Reserve(Resource::kKernels, 1,
@@ -696,7 +897,7 @@ absl::StatusOr<StreamInfo> Core::CreateStream(uint64_t session) {
       ChargeRef charge,
       owner->tenant->Reserve(Resource::kStreams, 1, "create stream",
                              owner->Who()));
-  HRX_ASSIGN_OR_RETURN(QueueAssignment assignment, queues_.Assign());
+  HRX_ASSIGN_OR_RETURN(QueueAssignment assignment, queues_.Assign(owner->tenant->name()));
   auto entry = std::make_shared<StreamEntry>(
       next_stream_id.fetch_add(1), assignment.index, assignment.queue);
   entry->charge = std::move(charge);
@@ -710,13 +911,25 @@ void Core::DestroyStream(uint64_t session, uint64_t stream,
   auto owner = FindSession(session);
   if (!owner.ok()) return done(owner.status());
   std::shared_ptr<StreamEntry> removed;
+  Deferred after;
   {
     absl::MutexLock lock(&(*owner)->mu);
     auto entry = (*owner)->streams.Remove(stream, "destroy stream");
     if (!entry.ok()) return done(entry.status());
     removed = *std::move(entry);
+    // After whatever is suspended or parked on it (the handle is gone, so
+    // nothing new can join).
+    RunInOrderLocked(
+        *removed,
+        [removed, done = std::move(done)](absl::Status, Deferred& after) {
+          const backend::Fence fence = removed->published;
+          after.push_back([removed, fence, done] {
+            removed->queue->OnComplete(fence, done);
+          });
+        },
+        after);
   }
-  removed->queue->OnComplete(removed->published, std::move(done));
+  RunDeferred(after);
 }
 
 absl::StatusOr<bool> Core::QueryEvent(uint64_t session, uint64_t event) {

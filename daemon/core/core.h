@@ -37,6 +37,8 @@
 #include "daemon/core/process_watcher.h"
 #include "daemon/core/tenants.h"
 #include "daemon/core/queue_pool.h"
+#include "daemon/core/session.h"
+#include "daemon/core/ticker.h"
 #include "daemon/core/types.h"
 #include "shared/unique_fd.h"
 
@@ -50,6 +52,13 @@ struct CoreOptions {
   absl::Duration ticket_lifetime = absl::Milliseconds(kDefaultTicketLifetimeMs);
   // Tests inject a fixed authority; the daemon draws one from getrandom.
   std::optional<HandleAuthority> authority;
+  // How long a remote session lives after the last call that named it.
+  absl::Duration remote_session_lease =
+      absl::Seconds(kRemoteSessionLeaseSeconds);
+  // How often expired tickets and leases are swept (0: never; tests call
+  // Housekeep themselves).
+  absl::Duration housekeeping_interval =
+      absl::Milliseconds(kHousekeepingIntervalMs);
 };
 
 using DoneCallback = std::function<void(absl::Status)>;
@@ -64,15 +73,27 @@ class Core {
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
 
+  // --- Connections --------------------------------------------------------
+  // Admits a new local connection of `caller` before any request is read:
+  // a charge on its tenant's connections ceiling, held while the connection
+  // is open. RESOURCE_EXHAUSTED "budget_exhausted" past the ceiling.
+  absl::StatusOr<ChargeRef> AdmitConnection(const PeerIdentity& caller);
+  // The local connection ended: its sessions close as if their client had
+  // closed them.
+  void ConnectionClosed(uint64_t connection);
+
   // --- Sessions ---------------------------------------------------------
   // Opens a session for `caller`, whose tenant its config decides.
-  // RESOURCE_EXHAUSTED past kMaxSessions; INVALID_ARGUMENT for a client name
-  // longer than kMaxClientNameBytes; PERMISSION_DENIED for a remote caller
-  // no tenant lists. The session closes by itself when its process dies.
+  // RESOURCE_EXHAUSTED past kMaxSessions or the tenant's sessions ceiling;
+  // INVALID_ARGUMENT for a client name longer than kMaxClientNameBytes or
+  // holding control characters; PERMISSION_DENIED for a remote caller no
+  // tenant lists. A local session is bound to its connection and closes when
+  // the connection or its process ends; a remote one when its lease lapses.
   absl::StatusOr<uint64_t> OpenSession(const std::string& client_name,
                                        const PeerIdentity& caller);
-  // OK when `caller` is the process that opened `session`: PERMISSION_DENIED
-  // "session_not_yours" otherwise, so a leaked session handle is useless.
+  // OK when `caller` is on the connection (local) or certificate (remote)
+  // that opened `session`: PERMISSION_DENIED "session_not_yours" otherwise,
+  // so a leaked session handle is useless. Renews the session's lease.
   absl::Status VerifyCaller(uint64_t session, const PeerIdentity& caller);
   // Frees the session's handles at once; `done` runs once the session's
   // queued work has completed.
@@ -184,11 +205,16 @@ class Core {
   // Checks every command, then enqueues all of them in order; a batch with a
   // bad command runs none of it, and the refusal names the command's
   // position. With SubmitErrors::kDefer the refusal is kept for the stream's
-  // next synchronisation point (Synchronize, Read, Poll) and Submit returns
-  // OK. Uploads past the staging bounds wait for the stream's earlier work.
-  absl::StatusOr<size_t> Submit(uint64_t session, uint64_t stream,
-                                std::vector<Command> commands,
-                                SubmitErrors errors = SubmitErrors::kReturn);
+  // next synchronisation point (Synchronize, Read, Poll) and `done` gets
+  // OK(0). `done` gets the number of commands enqueued, often before Submit
+  // returns; but an upload past the staging bounds suspends the batch until
+  // the stream's earlier work completes (no thread waits), and `done` runs
+  // from that completion. Ordered operations on the stream that arrive
+  // meanwhile run after it, in order; past kMaxParkedOps they are refused
+  // (RESOURCE_EXHAUSTED "stream_busy").
+  using SubmitDone = std::function<void(absl::StatusOr<size_t>)>;
+  void Submit(uint64_t session, uint64_t stream, std::vector<Command> commands,
+              SubmitErrors errors, SubmitDone done);
   // Completes after everything submitted to the stream so far; reports (and
   // clears) a deferred refusal first.
   void Synchronize(uint64_t session, uint64_t stream, DoneCallback done);
@@ -213,9 +239,35 @@ class Core {
 
   // Waits for everything enqueued so far (daemon shutdown).
   void Drain();
+  // As Drain, for at most `limit`; false when work was still running then.
+  bool Drain(absl::Duration limit) { return queues_.DrainAll(limit); }
+
+  // Drops expired tickets (and the descriptors they hold) and closes remote
+  // sessions whose lease lapsed. Runs every housekeeping_interval on its
+  // own thread; tests may call it.
+  void Housekeep(absl::Time now);
+
+  // Descriptors handed to processes whose sessions have closed, per tenant:
+  // the memory stays charged until those processes exit.
+  struct DetachedExports {
+    uint64_t count = 0;
+    uint64_t bytes = 0;
+  };
+  DetachedExports detached_exports(const std::string& tenant) const;
 
  private:
   absl::StatusOr<std::shared_ptr<Session>> FindSession(uint64_t session);
+  // The ordered-operation gate of a stream; see Submit. All need the
+  // session's lock.
+  struct SubmitJob;
+  static void RunInOrderLocked(StreamEntry& stream, GatedOp op, Deferred& after);
+  static void RunParkedLocked(StreamEntry& stream, Deferred& after);
+  void StartSubmitLocked(const std::shared_ptr<SubmitJob>& job,
+                         Deferred& after);
+  void ContinueSubmitLocked(const std::shared_ptr<SubmitJob>& job,
+                            Deferred& after);
+  void ResumeSubmit(const std::shared_ptr<SubmitJob>& job);
+  static void RunDeferred(Deferred& after);
   // Moves completed upload staging of `stream` into its pools.
   static void ReclaimStaging(Session& session, StreamEntry& stream);
 
@@ -242,17 +294,34 @@ class Core {
     uint64_t export_id;
     backend::MemoryRef memory;
     shared::UniqueFd fd;  // made at export, moved out at redemption
+    ChargeRef charge;     // the tenant's exports ceiling
     absl::Time deadline;
-    bool used = false;
+    bool used = false;    // spent: holds nothing, kept to name the refusal
+    bool expired = false; // spent by the clock, not by a redemption
   };
   absl::flat_hash_map<std::string, TicketEntry> tickets_ ABSL_GUARDED_BY(mu_);
+  // Drops the descriptor, memory and charge of expired tickets and forgets
+  // spent ones a minute past their deadline (or all spent ones past
+  // kMaxTicketTombstones).
+  void SweepTicketsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Redeemed exports of closed sessions, by the pid that received them:
+  // released when that process exits.
+  struct Detached {
+    std::string tenant;
+    ExportEntry entry;
+  };
+  absl::flat_hash_map<pid_t, std::vector<Detached>> detached_
+      ABSL_GUARDED_BY(mu_);
+  void ProcessExited(pid_t pid);
   // Drops the grants of `memory` (null: every grant of `owner_session`).
   void RevokeGrantsOf(uint64_t owner_session, const backend::Memory* memory);
 
   std::map<std::string, uint64_t> refusals_ ABSL_GUARDED_BY(mu_);
+  const absl::Duration remote_session_lease_;
 
-  // Last: its thread calls back into Core until it is destroyed, first.
+  // Last: their threads call back into Core until they are destroyed, first.
   std::unique_ptr<ProcessWatcher> watcher_;
+  std::unique_ptr<Ticker> housekeeper_;
 };
 
 }  // namespace hrx::daemon

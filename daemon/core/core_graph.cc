@@ -176,56 +176,65 @@ absl::Status Core::ClearGraphFailure(uint64_t session, uint64_t exec) {
 void Core::LaunchProfiled(
     uint64_t session, uint64_t stream, uint64_t exec,
     std::function<void(absl::StatusOr<std::vector<NodeTime>>)> done) {
+  using Profile = absl::StatusOr<std::vector<NodeTime>>;
   auto owner = FindSession(session);
   if (!owner.ok()) return done(owner.status());
-  backend::Queue* queue = nullptr;
-  backend::Fence fence = 0;
-  auto times = std::make_shared<std::vector<uint64_t>>();
-  std::vector<std::string> labels;
-  std::shared_ptr<std::atomic<bool>> failed;
+  std::shared_ptr<Session> keep = *owner;
+  Deferred after;
   {
-    absl::MutexLock lock(&(*owner)->mu);
-    auto target = (*owner)->streams.Find(stream, "launch profiled stream");
-    if (!target.ok()) return done(target.status());
-    auto entry = (*owner)->graph_execs.Find(exec, "launch profiled");
-    if (!entry.ok()) return done(entry.status());
-    GraphExecEntry& graph = **entry;
-    if (!graph.profiled) {
-      return done(absl::FailedPreconditionError(
-          "graph_not_profiled: launch profiled: the graph was finished "
-          "without labels. Fix: finish it with FinishProfiled(labels)."));
-    }
-    if (graph.stream_id != (**target)->id) {
-      return done(absl::FailedPreconditionError(
-          "graph_wrong_stream: launch profiled: the graph was recorded on "
-          "another stream and replays only there. Fix: launch it on the "
-          "stream that recorded it."));
-    }
-    if (graph.failed->load()) {
-      return done(absl::FailedPreconditionError(
-          "graph_failed: launch profiled: an earlier launch of this graph "
-          "failed. Fix: clear the failure before launching again."));
-    }
-    times->assign(graph.plan->nodes.size(), 0);
-    labels = graph.labels;
-    failed = graph.failed;
-    queue = (**target)->queue;
-    auto enqueued = queue->EnqueueGraph(graph.plan, times.get());
-    if (!enqueued.ok()) return done(enqueued.status());
-    fence = (**target)->published = *enqueued;
+    absl::MutexLock lock(&keep->mu);
+    auto found = keep->streams.Find(stream, "launch profiled stream");
+    if (!found.ok()) return done(found.status());
+    std::shared_ptr<StreamEntry> target = **found;
+    RunInOrderLocked(*target, [keep, target, exec, done = std::move(done)](
+                                  absl::Status cancelled, Deferred& after) {
+      auto fail = [&](absl::Status status) {
+        after.push_back([done, status] { done(Profile(status)); });
+      };
+      if (!cancelled.ok()) return fail(cancelled);
+      auto entry = keep->graph_execs.Find(exec, "launch profiled");
+      if (!entry.ok()) return fail(entry.status());
+      GraphExecEntry& graph = **entry;
+      if (!graph.profiled) {
+        return fail(absl::FailedPreconditionError(
+            "graph_not_profiled: launch profiled: the graph was finished "
+            "without labels. Fix: finish it with FinishProfiled(labels)."));
+      }
+      if (graph.stream_id != target->id) {
+        return fail(absl::FailedPreconditionError(
+            "graph_wrong_stream: launch profiled: the graph was recorded on "
+            "another stream and replays only there. Fix: launch it on the "
+            "stream that recorded it."));
+      }
+      if (graph.failed->load()) {
+        return fail(absl::FailedPreconditionError(
+            "graph_failed: launch profiled: an earlier launch of this graph "
+            "failed. Fix: clear the failure before launching again."));
+      }
+      auto times = std::make_shared<std::vector<uint64_t>>(
+          graph.plan->nodes.size(), 0);
+      backend::Queue* queue = target->queue;
+      auto enqueued = queue->EnqueueGraph(graph.plan, times.get());
+      if (!enqueued.ok()) return fail(enqueued.status());
+      const backend::Fence fence = target->published = *enqueued;
+      after.push_back([queue, fence, times, labels = graph.labels,
+                       failed = graph.failed, done]() {
+        queue->OnComplete(fence, [times, labels, failed,
+                                  done](absl::Status status) {
+          if (!status.ok()) {
+            failed->store(true);
+            return done(Profile(status));
+          }
+          std::vector<NodeTime> profile;
+          for (size_t i = 0; i < labels.size(); ++i) {
+            if (!labels[i].empty()) profile.push_back({labels[i], (*times)[i]});
+          }
+          done(std::move(profile));
+        });
+      });
+    }, after);
   }
-  queue->OnComplete(fence, [times, labels = std::move(labels), failed,
-                            done = std::move(done)](absl::Status status) {
-    if (!status.ok()) {
-      failed->store(true);
-      return done(status);
-    }
-    std::vector<NodeTime> profile;
-    for (size_t i = 0; i < labels.size(); ++i) {
-      if (!labels[i].empty()) profile.push_back({labels[i], (*times)[i]});
-    }
-    done(std::move(profile));
-  });
+  RunDeferred(after);
 }
 
 }  // namespace hrx::daemon

@@ -3,6 +3,7 @@
 // points that report deferred refusals and reclaim staging.
 #include <cstring>
 #include <set>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,61 +33,151 @@ void Core::ReclaimStaging(Session& session, StreamEntry& stream) {
   }
 }
 
-absl::StatusOr<size_t> Core::Submit(uint64_t session, uint64_t stream,
-                                    std::vector<Command> commands,
-                                    SubmitErrors errors) {
+// A batch on its way through the gate: checked, then enqueued step by step;
+// suspended (with `next` the step to resume at) while its upload waits for
+// staging.
+struct Core::SubmitJob {
+  std::shared_ptr<Session> owner;
+  std::shared_ptr<StreamEntry> target;
+  std::vector<Command> commands;
+  SubmitErrors errors = SubmitErrors::kReturn;
+  ChargeRef inflight;
+  SubmitDone done;
+  Plan plan;
+  size_t next = 0;
+};
+
+namespace {
+
+absl::Status SessionClosed() {
+  return absl::CancelledError(
+      "session_closed: the stream's session closed (its client ended, or an "
+      "admin evicted it) before this operation ran. Fix: open a new "
+      "session.");
+}
+
+// Adds `done(result)` to `after`.
+template <typename Done, typename Result>
+void Report(Deferred& after, Done done, Result result) {
+  after.push_back([done = std::move(done), result = std::move(result)]() {
+    done(result);
+  });
+}
+
+}  // namespace
+
+void Core::RunDeferred(Deferred& after) {
+  for (auto& step : after) step();
+  after.clear();
+}
+
+void Core::RunInOrderLocked(StreamEntry& stream, GatedOp op, Deferred& after) {
+  if (stream.closed) return op(SessionClosed(), after);
+  if (!stream.suspended && stream.parked.empty()) return op(absl::OkStatus(), after);
+  if (stream.parked.size() >= kMaxParkedOps) {
+    return op(absl::ResourceExhaustedError(absl::StrFormat(
+                  "stream_busy: %u operations already wait behind a batch "
+                  "suspended at the staging bound (the limit is %u). Fix: "
+                  "wait for earlier calls on the stream before sending more.",
+                  stream.parked.size(), kMaxParkedOps)),
+              after);
+  }
+  stream.parked.push_back(std::move(op));
+}
+
+void Core::RunParkedLocked(StreamEntry& stream, Deferred& after) {
+  while (!stream.suspended && !stream.parked.empty()) {
+    GatedOp op = std::move(stream.parked.front());
+    stream.parked.pop_front();
+    op(stream.closed ? SessionClosed() : absl::OkStatus(), after);
+  }
+}
+
+void Core::Submit(uint64_t session, uint64_t stream,
+                  std::vector<Command> commands, SubmitErrors errors,
+                  SubmitDone done) {
   if (commands.size() > kMaxCommandsPerSubmit) {
-    return absl::InvalidArgumentError(absl::StrFormat(
+    return done(absl::InvalidArgumentError(absl::StrFormat(
         "batch_too_large: submit: %u commands in one batch, the limit is %u. "
         "Fix: split the batch.",
-        commands.size(), kMaxCommandsPerSubmit));
+        commands.size(), kMaxCommandsPerSubmit)));
   }
-  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
-  Session& s = *owner;
+  auto owner = FindSession(session);
+  if (!owner.ok()) return done(owner.status());
+  Session& s = **owner;
   if (s.tenant->role() == hrx::v1::ROLE_OBSERVER) {
-    return absl::PermissionDeniedError(absl::StrFormat(
+    return done(absl::PermissionDeniedError(absl::StrFormat(
         "observer_read_only: submit: tenant \"%s\" (%s) has the observer "
         "role, which may only inspect. Fix: run the client as a uid of a "
         "client tenant.",
-        s.tenant->name(), s.Who()));
+        s.tenant->name(), s.Who())));
   }
   // Commands in flight are charged until the batch's last fence completes.
-  HRX_ASSIGN_OR_RETURN(
-      ChargeRef inflight,
-      s.tenant->Reserve(Resource::kInflightCommands, commands.size(),
-                        absl::StrFormat("submit %u commands", commands.size()),
-                        s.Who()));
-  s.mu.Lock();
-  auto found = s.streams.Find(stream, "submit stream");
-  if (!found.ok()) {
-    s.mu.Unlock();
-    return found.status();
-  }
-  std::shared_ptr<StreamEntry> target = **found;
-
-  // Phase 1: check everything; nothing is enqueued unless all of it is valid.
-  Planner planner(s, *target, commands.size());
-  for (size_t i = 0; i < commands.size(); ++i) {
-    absl::Status added = planner.Add(i, commands[i]);
-    if (!added.ok()) {
-      if (errors == SubmitErrors::kReturn) {
-        s.mu.Unlock();
-        return added;
-      }
-      if (target->deferred_error.ok()) target->deferred_error = added;
-      s.mu.Unlock();
-      return size_t{0};
+  auto inflight = s.tenant->Reserve(
+      Resource::kInflightCommands, commands.size(),
+      absl::StrFormat("submit %u commands", commands.size()), s.Who());
+  if (!inflight.ok()) return done(inflight.status());
+  auto job = std::make_shared<SubmitJob>();
+  job->owner = *owner;
+  job->commands = std::move(commands);
+  job->errors = errors;
+  job->inflight = *std::move(inflight);
+  job->done = std::move(done);
+  Deferred after;
+  {
+    absl::MutexLock lock(&s.mu);
+    auto found = s.streams.Find(stream, "submit stream");
+    if (!found.ok()) {
+      Report(after, std::move(job->done),
+             absl::StatusOr<size_t>(found.status()));
+    } else {
+      job->target = **found;
+      RunInOrderLocked(*job->target,
+                       [this, job](absl::Status cancelled, Deferred& after) {
+                         if (!cancelled.ok()) {
+                           return Report(after, job->done,
+                                         absl::StatusOr<size_t>(cancelled));
+                         }
+                         StartSubmitLocked(job, after);
+                       },
+                       after);
     }
   }
-  Plan plan = planner.Take();
-  // Reserve the recorded ids now; the fences are filled in as enqueued.
-  for (uint64_t event : plan.recorded_events) s.events[event] = EventEntry{};
+  RunDeferred(after);
+}
 
+void Core::StartSubmitLocked(const std::shared_ptr<SubmitJob>& job,
+                             Deferred& after) {
+  Session& s = *job->owner;
+  StreamEntry& target = *job->target;
+  // Phase 1: check everything; nothing is enqueued unless all of it is valid.
+  Planner planner(s, target, job->commands.size());
+  for (size_t i = 0; i < job->commands.size(); ++i) {
+    absl::Status added = planner.Add(i, job->commands[i]);
+    if (!added.ok()) {
+      if (job->errors == SubmitErrors::kReturn) {
+        return Report(after, job->done, absl::StatusOr<size_t>(added));
+      }
+      if (target.deferred_error.ok()) target.deferred_error = added;
+      return Report(after, job->done, absl::StatusOr<size_t>(size_t{0}));
+    }
+  }
+  job->plan = planner.Take();
+  // Reserve the recorded ids now; the fences are filled in as enqueued.
+  for (uint64_t event : job->plan.recorded_events) s.events[event] = EventEntry{};
+  ContinueSubmitLocked(job, after);
+}
+
+void Core::ContinueSubmitLocked(const std::shared_ptr<SubmitJob>& job,
+                                Deferred& after) {
+  Session& s = *job->owner;
+  StreamEntry& target = *job->target;
   // Phase 2: enqueue in order. Empty ranges are valid no-ops.
-  backend::Queue& queue = *target->queue;
+  backend::Queue& queue = *target.queue;
   absl::Status enqueued;
-  for (Prepared& step : plan.steps) {
-    absl::StatusOr<Fence> fence = target->published;
+  for (; job->next < job->plan.steps.size(); ++job->next) {
+    Prepared& step = job->plan.steps[job->next];
+    absl::StatusOr<Fence> fence = target.published;
     if (auto* transfer = std::get_if<PreparedTransfer>(&step)) {
       if (transfer->length == 0) continue;
       fence = transfer->src == nullptr
@@ -99,16 +190,22 @@ absl::StatusOr<size_t> Core::Submit(uint64_t session, uint64_t stream,
       const uint64_t size = upload->data.size();
       if (size == 0) continue;
       // Bounded staging: past the bounds, this stream's earlier work
-      // completes first (without holding the session's lock).
-      while (target->staging.NeedsDrain(size)) {
-        const Fence drain_to = target->published;
-        s.mu.Unlock();
-        (void)queue.Wait(drain_to);
-        s.mu.Lock();
-        ReclaimStaging(s, *target);
-        if (target->staging.pending_count() == 0) break;
+      // completes first. Nobody waits for it: the batch is suspended and
+      // resumes from that completion.
+      if (target.staging.NeedsDrain(size)) {
+        ReclaimStaging(s, target);
+        if (target.staging.NeedsDrain(size) &&
+            target.staging.pending_count() != 0) {
+          target.suspended = true;
+          const Fence drain_to = target.published;
+          after.push_back([this, job, &queue, drain_to] {
+            queue.OnComplete(drain_to,
+                             [this, job](absl::Status) { ResumeSubmit(job); });
+          });
+          return;
+        }
       }
-      MemoryRef staging = target->staging.TakeFitting(size);
+      MemoryRef staging = target.staging.TakeFitting(size);
       if (staging == nullptr) staging = s.staging_pool.Take(size, StagingUsage::kUpload);
       if (staging == nullptr) {
         auto fresh = backend_->Allocate(size, backend::MemoryKind::kHostCoherent,
@@ -120,10 +217,11 @@ absl::StatusOr<size_t> Core::Submit(uint64_t session, uint64_t stream,
         staging = *std::move(fresh);
       }
       std::memcpy(staging->host_address(), upload->data.data(), size);
+      std::string().swap(upload->data);  // copied: the request's bytes can go
       fence = queue.EnqueueCopy(upload->dst, upload->offset, staging, 0, size);
-      if (fence.ok()) target->staging.AddPending(std::move(staging), *fence);
+      if (fence.ok()) target.staging.AddPending(std::move(staging), *fence);
     } else if (auto* record = std::get_if<PreparedRecord>(&step)) {
-      s.events[record->event] = EventEntry{&queue, target->published};
+      s.events[record->event] = EventEntry{&queue, target.published};
       continue;
     } else if (auto* wait = std::get_if<PreparedWait>(&step)) {
       if (wait->queue == nullptr || wait->queue->completed() >= wait->fence) {
@@ -145,91 +243,142 @@ absl::StatusOr<size_t> Core::Submit(uint64_t session, uint64_t stream,
       enqueued = fence.status();
       break;
     }
-    target->published = *fence;
+    target.published = *fence;
   }
   if (!enqueued.ok()) {
     // A backend refusing work is a device failure; events not yet published
     // are dropped so nobody waits on them.
-    for (uint64_t event : plan.recorded_events) {
+    for (uint64_t event : job->plan.recorded_events) {
       auto it = s.events.find(event);
       if (it != s.events.end() && it->second.queue == nullptr) s.events.erase(it);
     }
-    s.mu.Unlock();
-    return enqueued;
+    return Report(after, job->done, absl::StatusOr<size_t>(enqueued));
   }
-  s.commands_submitted += commands.size();
-  const Fence last = target->published;
-  s.mu.Unlock();
-  queue.OnComplete(last, [inflight = std::move(inflight)](absl::Status) {});
-  return commands.size();
+  s.commands_submitted += job->commands.size();
+  const Fence last = target.published;
+  after.push_back([&queue, last, inflight = std::move(job->inflight)]() mutable {
+    queue.OnComplete(last, [inflight = std::move(inflight)](absl::Status) {});
+  });
+  Report(after, job->done, absl::StatusOr<size_t>(job->commands.size()));
+}
+
+void Core::ResumeSubmit(const std::shared_ptr<SubmitJob>& job) {
+  Session& s = *job->owner;
+  StreamEntry& target = *job->target;
+  Deferred after;
+  {
+    absl::MutexLock lock(&s.mu);
+    target.suspended = false;
+    ReclaimStaging(s, target);
+    if (target.closed) {
+      for (uint64_t event : job->plan.recorded_events) {
+        auto it = s.events.find(event);
+        if (it != s.events.end() && it->second.queue == nullptr) {
+          s.events.erase(it);
+        }
+      }
+      Report(after, job->done, absl::StatusOr<size_t>(SessionClosed()));
+    } else {
+      ContinueSubmitLocked(job, after);
+    }
+    RunParkedLocked(target, after);
+  }
+  RunDeferred(after);
 }
 
 void Core::Synchronize(uint64_t session, uint64_t stream, DoneCallback done) {
   auto owner = FindSession(session);
   if (!owner.ok()) return done(owner.status());
-  std::shared_ptr<StreamEntry> target;
-  {
-    absl::MutexLock lock(&(*owner)->mu);
-    auto found = (*owner)->streams.Find(stream, "synchronize stream");
-    if (!found.ok()) return done(found.status());
-    target = **found;
-    if (!target->deferred_error.ok()) {
-      return done(std::exchange(target->deferred_error, absl::OkStatus()));
-    }
-  }
   std::shared_ptr<Session> keep = *owner;
-  target->queue->OnComplete(
-      target->published,
-      [keep, target, done = std::move(done)](absl::Status status) {
-        {
-          absl::MutexLock lock(&keep->mu);
-          ReclaimStaging(*keep, *target);
-        }
-        done(status);
-      });
+  Deferred after;
+  {
+    absl::MutexLock lock(&keep->mu);
+    auto found = keep->streams.Find(stream, "synchronize stream");
+    if (!found.ok()) return done(found.status());
+    std::shared_ptr<StreamEntry> target = **found;
+    RunInOrderLocked(
+        *target,
+        [keep, target, done = std::move(done)](absl::Status cancelled,
+                                               Deferred& after) {
+          if (!cancelled.ok()) return Report(after, done, cancelled);
+          if (!target->deferred_error.ok()) {
+            return Report(after, done,
+                          std::exchange(target->deferred_error,
+                                        absl::OkStatus()));
+          }
+          const Fence fence = target->published;
+          after.push_back([keep, target, fence, done] {
+            target->queue->OnComplete(
+                fence, [keep, target, done](absl::Status status) {
+                  {
+                    absl::MutexLock lock(&keep->mu);
+                    ReclaimStaging(*keep, *target);
+                  }
+                  done(status);
+                });
+          });
+        },
+        after);
+  }
+  RunDeferred(after);
 }
 
 void Core::Read(uint64_t session, uint64_t stream, const ViewRef& src,
                 std::string* out, DoneCallback done) {
   auto owner = FindSession(session);
   if (!owner.ok()) return done(owner.status());
-  std::shared_ptr<StreamEntry> target;
-  Fence fence = 0;
-  {
-    absl::MutexLock lock(&(*owner)->mu);
-    auto found = (*owner)->streams.Find(stream, "read stream");
-    if (!found.ok()) return done(found.status());
-    target = **found;
-    if (!target->deferred_error.ok()) {
-      return done(std::exchange(target->deferred_error, absl::OkStatus()));
-    }
-    auto view = planner::Resolve(**owner, src, "read src");
-    if (!view.ok()) return done(view.status());
-    if (view->length > kMaxInlineReadBytes) {
-      return done(absl::InvalidArgumentError(absl::StrFormat(
-          "read_too_large: read src: %s (%u bytes) in one reply, the limit "
-          "is %s. Fix: read in chunks of at most %u bytes.",
-          shared::FormatBytes(view->length), view->length,
-          shared::FormatBytes(kMaxInlineReadBytes), kMaxInlineReadBytes)));
-    }
-    out->resize(view->length);
-    if (view->length != 0) {
-      auto read = target->queue->EnqueueRead(view->memory, view->offset,
-                                             view->length, out->data());
-      if (!read.ok()) return done(read.status());
-      target->published = *read;
-    }
-    fence = target->published;
-  }
   std::shared_ptr<Session> keep = *owner;
-  target->queue->OnComplete(
-      fence, [keep, target, done = std::move(done)](absl::Status status) {
-        {
-          absl::MutexLock lock(&keep->mu);
-          ReclaimStaging(*keep, *target);
-        }
-        done(status);
-      });
+  Deferred after;
+  {
+    absl::MutexLock lock(&keep->mu);
+    auto found = keep->streams.Find(stream, "read stream");
+    if (!found.ok()) return done(found.status());
+    std::shared_ptr<StreamEntry> target = **found;
+    RunInOrderLocked(
+        *target,
+        [keep, target, src, out, done = std::move(done)](
+            absl::Status cancelled, Deferred& after) {
+          if (!cancelled.ok()) return Report(after, done, cancelled);
+          if (!target->deferred_error.ok()) {
+            return Report(after, done,
+                          std::exchange(target->deferred_error,
+                                        absl::OkStatus()));
+          }
+          auto view = planner::Resolve(*keep, src, "read src");
+          if (!view.ok()) return Report(after, done, view.status());
+          if (view->length > kMaxInlineReadBytes) {
+            return Report(
+                after, done,
+                absl::InvalidArgumentError(absl::StrFormat(
+                    "read_too_large: read src: %s (%u bytes) in one reply, "
+                    "the limit is %s. Fix: read in chunks of at most %u "
+                    "bytes.",
+                    shared::FormatBytes(view->length), view->length,
+                    shared::FormatBytes(kMaxInlineReadBytes),
+                    kMaxInlineReadBytes)));
+          }
+          out->resize(view->length);
+          if (view->length != 0) {
+            auto read = target->queue->EnqueueRead(
+                view->memory, view->offset, view->length, out->data());
+            if (!read.ok()) return Report(after, done, read.status());
+            target->published = *read;
+          }
+          const Fence fence = target->published;
+          after.push_back([keep, target, fence, done] {
+            target->queue->OnComplete(
+                fence, [keep, target, done](absl::Status status) {
+                  {
+                    absl::MutexLock lock(&keep->mu);
+                    ReclaimStaging(*keep, *target);
+                  }
+                  done(status);
+                });
+          });
+        },
+        after);
+  }
+  RunDeferred(after);
 }
 
 absl::StatusOr<bool> Core::Poll(uint64_t session, uint64_t stream) {
@@ -241,7 +390,9 @@ absl::StatusOr<bool> Core::Poll(uint64_t session, uint64_t stream) {
   if (!entry.deferred_error.ok()) {
     return std::exchange(entry.deferred_error, absl::OkStatus());
   }
-  const bool complete = entry.queue->completed() >= entry.published;
+  // A suspended batch, or work parked behind it, is not even enqueued yet.
+  const bool complete = !entry.suspended && entry.parked.empty() &&
+                        entry.queue->completed() >= entry.published;
   if (complete) ReclaimStaging(*owner, entry);
   return complete;
 }

@@ -21,7 +21,14 @@ using ::testing::HasSubstr;
 
 constexpr uint64_t kDeviceBytes = 64 << 20;
 
-PeerIdentity Me() { return PeerIdentity{getuid(), getgid(), getpid(), ""}; }
+PeerIdentity Me() {
+  PeerIdentity me;
+  me.uid = getuid();
+  me.gid = getgid();
+  me.pid = getpid();
+  me.connection = 1;
+  return me;
+}
 
 class CoreTest : public ::testing::Test {
  protected:
@@ -63,10 +70,22 @@ class CoreTest : public ::testing::Test {
     return out;
   }
 
+  absl::StatusOr<size_t> SubmitBatch(std::vector<Command> batch) {
+    absl::Notification done;
+    absl::StatusOr<size_t> result;
+    core_.Submit(session_, stream_, std::move(batch), SubmitErrors::kReturn,
+                 [&](absl::StatusOr<size_t> enqueued) {
+                   result = std::move(enqueued);
+                   done.Notify();
+                 });
+    done.WaitForNotification();
+    return result;
+  }
+
   absl::Status SubmitOne(Command command) {
     std::vector<Command> batch;
     batch.push_back(std::move(command));
-    return core_.Submit(session_, stream_, std::move(batch)).status();
+    return SubmitBatch(std::move(batch)).status();
   }
 
   Core core_;
@@ -81,7 +100,7 @@ TEST_F(CoreTest, FillCopyUploadAndReadRoundTrip) {
   batch.push_back(FillCommand{{a, 0, 256}, 0x11});
   batch.push_back(UploadCommand{{a, 100, 50}, "hello"});
   batch.push_back(CopyCommand{{b, 0, 256}, {a, 0, 256}});
-  ASSERT_THAT(core_.Submit(session_, stream_, std::move(batch)).status(),
+  ASSERT_THAT(SubmitBatch(std::move(batch)).status(),
               IsOk());
   auto bytes = Read({b, 98, 8});
   ASSERT_THAT(bytes.status(), IsOk());
@@ -94,7 +113,7 @@ TEST_F(CoreTest, BatchWithOneBadCommandEnqueuesNothing) {
   std::vector<Command> batch;
   batch.push_back(FillCommand{{a, 0, 64}, 0xff});
   batch.push_back(FillCommand{{a, 60, 8}, 0xee});  // past the end
-  EXPECT_THAT(core_.Submit(session_, stream_, std::move(batch)),
+  EXPECT_THAT(SubmitBatch(std::move(batch)),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("view_out_of_range"),
                              HasSubstr("submit command 2 of 2 (fill dst)"))));
@@ -176,10 +195,10 @@ TEST_F(CoreTest, BatchLimitIsInclusive) {
   const uint64_t a = Allocate(8);
   std::vector<Command> at_limit(kMaxCommandsPerSubmit,
                                 FillCommand{{a, 0, 8}, 1});
-  EXPECT_THAT(core_.Submit(session_, stream_, at_limit), IsOk());
+  EXPECT_THAT(SubmitBatch(at_limit), IsOk());
   std::vector<Command> over(kMaxCommandsPerSubmit + 1,
                             FillCommand{{a, 0, 8}, 1});
-  EXPECT_THAT(core_.Submit(session_, stream_, over),
+  EXPECT_THAT(SubmitBatch(over),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("batch_too_large")));
 }

@@ -9,16 +9,27 @@ namespace hrx::daemon {
 QueuePool::QueuePool(backend::Backend& backend, uint32_t capacity)
     : backend_(backend), capacity_(capacity) {}
 
-absl::StatusOr<QueueAssignment> QueuePool::Assign() {
+absl::StatusOr<QueueAssignment> QueuePool::Assign(const std::string& tenant) {
   absl::MutexLock lock(&mu_);
-  const uint32_t index = next_;
-  if (index == queues_.size()) {
+  TenantQueues& pool = pools_[tenant];
+  const uint32_t index = pool.next;
+  if (index == pool.queues.size()) {
     auto queue = backend_.CreateQueue();
     if (!queue.ok()) return queue.status();
-    queues_.push_back(*std::move(queue));
+    pool.queues.push_back(*std::move(queue));
+    ++created_;
   }
-  next_ = (next_ + 1) % capacity_;
-  return QueueAssignment{index, queues_[index].get()};
+  pool.next = (pool.next + 1) % capacity_;
+  return QueueAssignment{index, pool.queues[index].get()};
+}
+
+std::vector<backend::Queue*> QueuePool::AllQueues() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<backend::Queue*> all;
+  for (const auto& [tenant, pool] : pools_) {
+    for (const auto& queue : pool.queues) all.push_back(queue.get());
+  }
+  return all;
 }
 
 uint32_t QueuePool::capacity() const {
@@ -35,12 +46,12 @@ absl::Status QueuePool::SetCapacity(uint32_t count) {
   }
   absl::MutexLock lock(&mu_);
   if (count == capacity_) return absl::OkStatus();
-  if (!queues_.empty()) {
+  if (created_ != 0) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "queue_pool_busy: set queue count %u: streams already run on %u "
         "queue(s) of a pool of %u. Fix: set the count before the first "
         "stream is created (or restart hrxd with --queue_count=%u).",
-        count, queues_.size(), capacity_, count));
+        count, created_, capacity_, count));
   }
   capacity_ = count;
   return absl::OkStatus();
@@ -48,19 +59,44 @@ absl::Status QueuePool::SetCapacity(uint32_t count) {
 
 uint32_t QueuePool::created() const {
   absl::MutexLock lock(&mu_);
-  return static_cast<uint32_t>(queues_.size());
+  return created_;
 }
 
 void QueuePool::DrainAll() {
-  std::vector<backend::Queue*> queues;
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto& queue : queues_) queues.push_back(queue.get());
-  }
+  const std::vector<backend::Queue*> queues = AllQueues();
   for (backend::Queue* queue : queues) {
     auto fence = queue->EnqueueHostCallback([](absl::Status) {});
     if (fence.ok()) (void)queue->Wait(*fence);
   }
+}
+
+bool QueuePool::DrainAll(absl::Duration limit) {
+  const std::vector<backend::Queue*> queues = AllQueues();
+  // Shared with the callbacks, which may run after this returns.
+  struct Pending {
+    absl::Mutex mu;
+    size_t remaining ABSL_GUARDED_BY(mu) = 0;
+  };
+  auto pending = std::make_shared<Pending>();
+  for (backend::Queue* queue : queues) {
+    {
+      absl::MutexLock lock(&pending->mu);
+      ++pending->remaining;
+    }
+    auto fence = queue->EnqueueHostCallback([pending](absl::Status) {
+      absl::MutexLock lock(&pending->mu);
+      --pending->remaining;
+    });
+    if (!fence.ok()) {
+      absl::MutexLock lock(&pending->mu);
+      --pending->remaining;
+    }
+  }
+  absl::MutexLock lock(&pending->mu);
+  auto drained = [&pending]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return pending->remaining == 0;
+  };
+  return pending->mu.AwaitWithTimeout(absl::Condition(&drained), limit);
 }
 
 }  // namespace hrx::daemon

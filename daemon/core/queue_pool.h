@@ -1,19 +1,23 @@
-// The device's bounded pool of native queues, shared by every stream of every
-// session. Streams are assigned round-robin, without priority or load
-// awareness: a long command can delay other streams on the same queue.
-// Queues are created lazily, on first assignment.
+// The device's native queues: each tenant has its own bounded pool of them,
+// so no queue is ever shared by two tenants — one tenant's long command or
+// faulting kernel delays or fails only that tenant's streams. Within a
+// tenant, streams are assigned round-robin, without priority or load
+// awareness. Queues are created lazily, on first assignment.
 //
 // Thread-safe.
 #ifndef HRX_DAEMON_CORE_QUEUE_POOL_H_
 #define HRX_DAEMON_CORE_QUEUE_POOL_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 
 namespace hrx::daemon {
@@ -31,25 +35,34 @@ class QueuePool {
  public:
   QueuePool(backend::Backend& backend, uint32_t capacity);
 
-  absl::StatusOr<QueueAssignment> Assign();
+  // A queue of `tenant`'s own pool (index within that pool).
+  absl::StatusOr<QueueAssignment> Assign(const std::string& tenant);
   uint32_t capacity() const;
   uint32_t created() const;
 
-  // Sets the pool's size. Only before the first queue exists: afterwards a
+  // Sets each tenant pool's size. Only before the first queue exists: afterwards a
   // different count is FAILED_PRECONDITION "queue_pool_busy" (repeating the
   // current count is allowed). INVALID_ARGUMENT outside 1..kMaxQueueCount.
   absl::Status SetCapacity(uint32_t count);
 
   // Waits until everything enqueued so far on every queue has completed.
   void DrainAll();
+  // As DrainAll, but gives up after `limit`: false when some queue still had
+  // work then (a hung or very long kernel).
+  bool DrainAll(absl::Duration limit);
 
  private:
   backend::Backend& backend_;
 
   mutable absl::Mutex mu_;
   uint32_t capacity_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<backend::Queue>> queues_ ABSL_GUARDED_BY(mu_);
-  uint32_t next_ ABSL_GUARDED_BY(mu_) = 0;
+  struct TenantQueues {
+    std::vector<std::unique_ptr<backend::Queue>> queues;
+    uint32_t next = 0;
+  };
+  std::map<std::string, TenantQueues> pools_ ABSL_GUARDED_BY(mu_);
+  uint32_t created_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<backend::Queue*> AllQueues() const;
 };
 
 }  // namespace hrx::daemon

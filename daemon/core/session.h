@@ -5,6 +5,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -25,6 +28,14 @@ namespace hrx::daemon {
 struct BufferEntry {
   backend::MemoryRef memory;
   uint64_t origin_stream = 0;  // StreamEntry::id of the allocating stream
+  ChargeRef charge;  // the tenant's buffers ceiling, held while the handle lives
+};
+
+// A descriptor the session's process received (a redeemed export): the
+// memory, and with it the owner's byte charge, stays while it is held.
+struct ExportEntry {
+  backend::MemoryRef memory;
+  ChargeRef charge;  // the tenant's exports ceiling
 };
 
 // A cached fill (src == nullptr) or copy, resolved and checked.
@@ -36,6 +47,14 @@ struct PreparedTransfer {
   uint64_t length = 0;
   uint8_t value = 0;
 };
+
+// Work to run once a lock is released: completions may run inline, and a
+// completion that takes the session's lock must not be registered under it.
+using Deferred = std::vector<std::function<void()>>;
+// An operation ordered on a stream, run with the session's lock held. It
+// gets a non-OK `cancelled` when it will never run (its session closed, or
+// too much is parked on the stream) and must then report that status.
+using GatedOp = std::function<void(absl::Status cancelled, Deferred& after)>;
 
 struct StreamEntry {
   StreamEntry(uint64_t id, uint32_t queue_index, backend::Queue* queue)
@@ -49,6 +68,13 @@ struct StreamEntry {
   backend::Fence published = 0;  // fence of the stream's last command
   absl::Status deferred_error;   // a refused batch, for the next sync point
   UploadStaging staging;
+  // Submit never waits on a caller's thread: a batch that meets the staging
+  // bound is suspended until the stream's earlier work completes, and the
+  // ordered operations arriving meanwhile wait in `parked`, in order (at
+  // most kMaxParkedOps).
+  bool suspended = false;
+  bool closed = false;  // its session closed: parked and suspended work ends
+  std::deque<GatedOp> parked;
   CommandCache<backend::DispatchRef> dispatch_cache{kDispatchCacheEntries,
                                                     kDispatchCacheBytes};
   CommandCache<PreparedTransfer> transfer_cache{kTransferCacheEntries,
@@ -79,10 +105,11 @@ struct KernelEntry {
 class Session {
  public:
   Session(std::string client_name, PeerIdentity identity,
-          std::shared_ptr<Tenant> tenant)
+          std::shared_ptr<Tenant> tenant, ChargeRef charge)
       : client_name(std::move(client_name)),
         identity(std::move(identity)),
-        tenant(std::move(tenant)) {}
+        tenant(std::move(tenant)),
+        charge(std::move(charge)) {}
 
   // "uid 1000, pid 4242" (or the certificate subject), for messages.
   std::string Who() const;
@@ -90,6 +117,10 @@ class Session {
   const std::string client_name;
   const PeerIdentity identity;  // who opened it; every call must match
   const std::shared_ptr<Tenant> tenant;
+  const ChargeRef charge;  // the tenant's sessions ceiling
+  // When a call last named this session (absl::ToUnixNanos): a remote
+  // session ends once it is older than kRemoteSessionLease.
+  std::atomic<int64_t> last_call_ns{0};
 
   absl::Mutex mu;
   HandleTable<BufferEntry> buffers ABSL_GUARDED_BY(mu){
@@ -106,12 +137,12 @@ class Session {
   uint64_t commands_submitted ABSL_GUARDED_BY(mu) = 0;
   // Memory whose descriptor this session received, by export id: the
   // owner's charge stays until the mapping is released or the session ends.
-  absl::flat_hash_map<uint64_t, backend::MemoryRef> exports ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<uint64_t, ExportEntry> exports ABSL_GUARDED_BY(mu);
   uint64_t next_export_id ABSL_GUARDED_BY(mu) = 1;
 };
 
 inline std::string Session::Who() const {
-  if (identity.pid == 0 && !identity.certificate_subject.empty()) {
+  if (identity.remote) {
     return "certificate \"" + identity.certificate_subject + "\"";
   }
   return "uid " + std::to_string(identity.uid) + ", pid " +

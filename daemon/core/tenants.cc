@@ -50,31 +50,60 @@ absl::Status ConfigError(const std::string& source, int line,
 
 std::string_view ResourceName(Resource resource) {
   static constexpr std::string_view kNames[kResourceCount] = {
-      "device_bytes", "shared_bytes", "streams",
-      "kernels",      "graphs",       "inflight_commands"};
+      "device_bytes", "shared_bytes", "streams", "kernels",
+      "graphs",       "inflight_commands", "sessions", "buffers",
+      "exports",      "connections"};
   return kNames[static_cast<size_t>(resource)];
 }
 
+std::optional<uint64_t> DefaultLimit(Resource resource) {
+  switch (resource) {
+    case Resource::kSessions: return kDefaultSessionsPerTenant;
+    case Resource::kStreams: return kDefaultStreamsPerTenant;
+    case Resource::kKernels: return kDefaultKernelsPerTenant;
+    case Resource::kGraphs: return kDefaultGraphsPerTenant;
+    case Resource::kBuffers: return kDefaultBuffersPerTenant;
+    case Resource::kExports: return kDefaultExportsPerTenant;
+    case Resource::kConnections: return kDefaultConnectionsPerTenant;
+    default: return std::nullopt;
+  }
+}
+
+// Budget and Usage name their fields after ResourceName, so the mapping is
+// by name, never by position.
 Limits LimitsFromBudget(const hrx::v1::Budget& budget) {
+  const auto* reflection = budget.GetReflection();
   Limits limits;
-  if (budget.has_device_bytes()) limits[0] = budget.device_bytes();
-  if (budget.has_shared_bytes()) limits[1] = budget.shared_bytes();
-  if (budget.has_streams()) limits[2] = budget.streams();
-  if (budget.has_kernels()) limits[3] = budget.kernels();
-  if (budget.has_graphs()) limits[4] = budget.graphs();
-  if (budget.has_inflight_commands()) limits[5] = budget.inflight_commands();
+  for (size_t r = 0; r < kResourceCount; ++r) {
+    const Resource resource = static_cast<Resource>(r);
+    const auto* field = hrx::v1::Budget::descriptor()->FindFieldByName(
+        std::string(ResourceName(resource)));
+    limits[r] = reflection->HasField(budget, field)
+                    ? std::optional<uint64_t>(reflection->GetUInt64(budget, field))
+                    : DefaultLimit(resource);
+  }
   return limits;
 }
 
 hrx::v1::Budget BudgetFromLimits(const Limits& limits) {
   hrx::v1::Budget budget;
-  if (limits[0]) budget.set_device_bytes(*limits[0]);
-  if (limits[1]) budget.set_shared_bytes(*limits[1]);
-  if (limits[2]) budget.set_streams(*limits[2]);
-  if (limits[3]) budget.set_kernels(*limits[3]);
-  if (limits[4]) budget.set_graphs(*limits[4]);
-  if (limits[5]) budget.set_inflight_commands(*limits[5]);
+  const auto* reflection = budget.GetReflection();
+  for (size_t r = 0; r < kResourceCount; ++r) {
+    if (!limits[r]) continue;
+    const auto* field = hrx::v1::Budget::descriptor()->FindFieldByName(
+        std::string(ResourceName(static_cast<Resource>(r))));
+    reflection->SetUInt64(&budget, field, *limits[r]);
+  }
   return budget;
+}
+
+void EncodeUsage(const UsageCounts& usage, hrx::v1::Usage* out) {
+  const auto* reflection = out->GetReflection();
+  for (size_t r = 0; r < kResourceCount; ++r) {
+    const auto* field = hrx::v1::Usage::descriptor()->FindFieldByName(
+        std::string(ResourceName(static_cast<Resource>(r))));
+    reflection->SetUInt64(out, field, usage[r]);
+  }
 }
 
 Charge::~Charge() { tenant_->Release(resource_, amount_); }
@@ -189,7 +218,8 @@ absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Parse(
     }
     Entry entry;
     entry.tenant = std::make_shared<Tenant>(tenant.name(), tenant.role(),
-                                            LimitsFromBudget(tenant.budget()));
+                                            LimitsFromBudget(tenant.budget()),
+                                            tenant.load_kernels());
     entry.uids.assign(tenant.uids().begin(), tenant.uids().end());
     entry.gids.assign(tenant.gids().begin(), tenant.gids().end());
     entry.subjects.assign(tenant.certificate_subjects().begin(),
@@ -198,6 +228,13 @@ absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Parse(
     registry->entries_.push_back(std::move(entry));
   }
   const hrx::v1::Tenant& fallback = config.default_tenant();
+  if (fallback.load_kernels()) {
+    const auto* default_field =
+        hrx::v1::DaemonConfig::descriptor()->FindFieldByName("default_tenant");
+    return ConfigError(source, locations.GetLocation(default_field, -1).line,
+                       "default_tenant.load_kernels",
+                       "unknown callers may never load kernels");
+  }
   if (fallback.role() == hrx::v1::ROLE_ADMIN) {
     const auto* default_field =
         hrx::v1::DaemonConfig::descriptor()->FindFieldByName("default_tenant");
@@ -215,12 +252,14 @@ std::unique_ptr<TenantRegistry> TenantRegistry::BuiltIn(uid_t daemon_uid) {
   auto registry = std::unique_ptr<TenantRegistry>(new TenantRegistry());
   absl::MutexLock lock(&registry->mu_);
   Entry local;
-  local.tenant = std::make_shared<Tenant>("local", hrx::v1::ROLE_ADMIN, Limits{});
+  // The daemon's own user: trusted as the daemon itself is.
+  local.tenant = std::make_shared<Tenant>("local", hrx::v1::ROLE_ADMIN,
+                                          Limits{}, /*load_kernels=*/true);
   local.uids = {static_cast<uint32_t>(daemon_uid)};
   if (daemon_uid != 0) local.uids.push_back(0);
   registry->entries_.push_back(std::move(local));
-  registry->default_ =
-      std::make_shared<Tenant>("default", hrx::v1::ROLE_CLIENT, Limits{});
+  registry->default_ = std::make_shared<Tenant>(
+      "default", hrx::v1::ROLE_CLIENT, LimitsFromBudget(hrx::v1::Budget()));
   return registry;
 }
 
@@ -236,6 +275,7 @@ void TenantRegistry::Reload(TenantRegistry&& fresh) {
     if (existing != nullptr) {
       existing->SetLimits(incoming->limits());
       existing->set_role(incoming->role());
+      existing->set_load_kernels(incoming->load_kernels());
       incoming = existing;
     }
   };
@@ -248,7 +288,8 @@ void TenantRegistry::Reload(TenantRegistry&& fresh) {
 std::shared_ptr<Tenant> TenantRegistry::Resolve(
     const PeerIdentity& identity) const {
   absl::MutexLock lock(&mu_);
-  if (identity.pid == 0 && !identity.certificate_subject.empty()) {
+  if (identity.remote) {
+    if (identity.certificate_subject.empty()) return nullptr;
     for (const Entry& entry : entries_) {
       if (std::find(entry.subjects.begin(), entry.subjects.end(),
                     identity.certificate_subject) != entry.subjects.end()) {

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/core/identity.h"
+#include "hrx/v1/admin.pb.h"
 #include "hrx/v1/config.pb.h"
 
 namespace hrx::daemon {
@@ -33,16 +34,38 @@ enum class Resource : uint8_t {
   kKernels,
   kGraphs,
   kInflightCommands,
+  kSessions,
+  kBuffers,
+  kExports,
+  kConnections,
 };
-inline constexpr size_t kResourceCount = 6;
-std::string_view ResourceName(Resource resource);  // "device_bytes", ...
+inline constexpr size_t kResourceCount = 10;
+// "device_bytes", ...: the field's name in hrx.v1.Budget and hrx.v1.Usage.
+std::string_view ResourceName(Resource resource);
 
 // Ceilings per resource; nullopt is unlimited.
 using Limits = std::array<std::optional<uint64_t>, kResourceCount>;
 using UsageCounts = std::array<uint64_t, kResourceCount>;
 
+// Object ceilings a tenant gets when its budget leaves them out, so that no
+// tenant (the default one included) can exhaust the daemon by count. Bytes
+// and in-flight commands have no default (they are bounded by the device
+// and by the other ceilings). docs/limits.md lists them.
+inline constexpr uint64_t kDefaultSessionsPerTenant = 64;
+inline constexpr uint64_t kDefaultStreamsPerTenant = 256;
+inline constexpr uint64_t kDefaultKernelsPerTenant = 256;
+inline constexpr uint64_t kDefaultGraphsPerTenant = 256;
+inline constexpr uint64_t kDefaultBuffersPerTenant = 4096;
+inline constexpr uint64_t kDefaultExportsPerTenant = 1024;
+inline constexpr uint64_t kDefaultConnectionsPerTenant = 128;
+std::optional<uint64_t> DefaultLimit(Resource resource);
+
+// A budget's ceilings, with the defaults above for object ceilings it
+// leaves out.
 Limits LimitsFromBudget(const hrx::v1::Budget& budget);
 hrx::v1::Budget BudgetFromLimits(const Limits& limits);
+// Every resource's count, by name, into an hrx.v1.Usage.
+void EncodeUsage(const UsageCounts& usage, hrx::v1::Usage* out);
 
 class Tenant;
 
@@ -64,8 +87,12 @@ using ChargeRef = std::shared_ptr<const Charge>;
 
 class Tenant : public std::enable_shared_from_this<Tenant> {
  public:
-  Tenant(std::string name, hrx::v1::Role role, Limits limits)
-      : name_(std::move(name)), role_(role), limits_(limits) {}
+  Tenant(std::string name, hrx::v1::Role role, Limits limits,
+         bool load_kernels = false)
+      : name_(std::move(name)),
+        role_(role),
+        load_kernels_(load_kernels),
+        limits_(limits) {}
 
   // Takes `amount` of `resource`, or refuses with RESOURCE_EXHAUSTED
   // "budget_exhausted" naming the ceiling, the current use and the ask.
@@ -84,6 +111,9 @@ class Tenant : public std::enable_shared_from_this<Tenant> {
   const std::string& name() const { return name_; }
   hrx::v1::Role role() const { return role_.load(); }
   void set_role(hrx::v1::Role role) { role_.store(role); }
+  // Whether the config lets this tenant load kernels (Tenant.load_kernels).
+  bool load_kernels() const { return load_kernels_.load(); }
+  void set_load_kernels(bool allowed) { load_kernels_.store(allowed); }
 
  private:
   friend class Charge;
@@ -91,6 +121,7 @@ class Tenant : public std::enable_shared_from_this<Tenant> {
 
   const std::string name_;
   std::atomic<hrx::v1::Role> role_;  // a reload may change it
+  std::atomic<bool> load_kernels_;
   mutable absl::Mutex mu_;
   Limits limits_ ABSL_GUARDED_BY(mu_);
   UsageCounts usage_ ABSL_GUARDED_BY(mu_) = {};
@@ -105,12 +136,13 @@ class TenantRegistry {
   static absl::StatusOr<std::unique_ptr<TenantRegistry>> Parse(
       const std::string& text, const std::string& source);
   // With no config file: the daemon's own uid (and root) are tenant "local",
-  // an admin; everyone else is tenant "default", a client. No budgets.
+  // an admin that may load kernels, with no ceilings; everyone else is
+  // tenant "default", a client with the default object ceilings.
   static std::unique_ptr<TenantRegistry> BuiltIn(uid_t daemon_uid);
 
   // The tenant of a local caller: by uid, then gid, else the default tenant.
-  // Remote callers (pid 0 with a certificate subject) match by subject only;
-  // nullptr when none does.
+  // Remote callers match by certificate subject only, never by uid; nullptr
+  // when none does (an empty subject matches nothing).
   std::shared_ptr<Tenant> Resolve(const PeerIdentity& identity) const;
   std::shared_ptr<Tenant> Find(std::string_view name) const;
   std::vector<std::shared_ptr<Tenant>> All() const;  // default last

@@ -26,13 +26,81 @@ tenants {
 default_tenant { budget { device_bytes: 0 } }
 )";
 
+PeerIdentity Local(uid_t uid, gid_t gid) {
+  PeerIdentity local;
+  local.uid = uid;
+  local.gid = gid;
+  local.pid = 1;
+  return local;
+}
+
+PeerIdentity Remote(const std::string& subject) {
+  PeerIdentity remote;
+  remote.remote = true;
+  remote.certificate_subject = subject;
+  return remote;
+}
+
 TEST(TenantRegistryTest, ResolvesByUidThenGidElseDefault) {
   auto registry = TenantRegistry::Parse(kConfig, "test.conf");
   ASSERT_THAT(registry.status(), IsOk());
-  EXPECT_EQ((*registry)->Resolve({4001, 50, 1, ""})->name(), "ml");
-  EXPECT_EQ((*registry)->Resolve({4002, 50, 1, ""})->name(), "ops");
-  EXPECT_EQ((*registry)->Resolve({4002, 51, 1, ""})->name(), "default");
-  EXPECT_EQ((*registry)->Resolve({0, 0, 0, "CN=nobody"}), nullptr);
+  EXPECT_EQ((*registry)->Resolve(Local(4001, 50))->name(), "ml");
+  EXPECT_EQ((*registry)->Resolve(Local(4002, 50))->name(), "ops");
+  EXPECT_EQ((*registry)->Resolve(Local(4002, 51))->name(), "default");
+  EXPECT_EQ((*registry)->Resolve(Remote("CN=nobody")), nullptr);
+}
+
+TEST(TenantRegistryTest, ARemoteCallerIsItsSubjectOrNobodyNeverAUid) {
+  auto registry = TenantRegistry::Parse(R"(
+tenants { name: "ops" uids: 0 role: ROLE_ADMIN certificate_subjects: "CN=ops" }
+)", "test.conf");
+  ASSERT_THAT(registry.status(), IsOk());
+  EXPECT_EQ((*registry)->Resolve(Remote("CN=ops"))->name(), "ops");
+  // Its uid field is 0, like root's, but it is remote: never matched by uid.
+  EXPECT_EQ((*registry)->Resolve(Remote("")), nullptr);
+  EXPECT_EQ((*registry)->Resolve(Remote("CN=other")), nullptr);
+}
+
+TEST(TenantRegistryTest, ObjectCeilingsDefaultWhenLeftOutAndBytesStayUnlimited) {
+  auto registry = TenantRegistry::Parse(kConfig, "test.conf");
+  ASSERT_THAT(registry.status(), IsOk());
+  const Limits ml = (*registry)->Find("ml")->limits();
+  EXPECT_EQ(ml[static_cast<size_t>(Resource::kStreams)], 2u);  // set
+  EXPECT_EQ(ml[static_cast<size_t>(Resource::kSessions)],
+            kDefaultSessionsPerTenant);
+  EXPECT_EQ(ml[static_cast<size_t>(Resource::kBuffers)],
+            kDefaultBuffersPerTenant);
+  EXPECT_EQ(ml[static_cast<size_t>(Resource::kExports)],
+            kDefaultExportsPerTenant);
+  EXPECT_EQ(ml[static_cast<size_t>(Resource::kConnections)],
+            kDefaultConnectionsPerTenant);
+  EXPECT_EQ(ml[static_cast<size_t>(Resource::kSharedBytes)], std::nullopt);
+  // The sessions ceiling is exact: the last one fits, one more is refused.
+  std::shared_ptr<Tenant> tenant = (*registry)->Find("default");
+  std::vector<ChargeRef> held;
+  for (uint64_t i = 0; i < kDefaultSessionsPerTenant; ++i) {
+    auto one = tenant->Reserve(Resource::kSessions, 1, "open session", "u");
+    ASSERT_THAT(one.status(), IsOk()) << i;
+    held.push_back(*one);
+  }
+  EXPECT_THAT(tenant->Reserve(Resource::kSessions, 1, "open session", "u"),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("sessions budget of 64")));
+}
+
+TEST(TenantRegistryTest, KernelLoadingIsOffUnlessGrantedAndNeverForStrangers) {
+  auto registry = TenantRegistry::Parse(R"(
+tenants { name: "trusted" uids: 10 load_kernels: true }
+tenants { name: "plain" uids: 11 }
+)", "test.conf");
+  ASSERT_THAT(registry.status(), IsOk());
+  EXPECT_TRUE((*registry)->Find("trusted")->load_kernels());
+  EXPECT_FALSE((*registry)->Find("plain")->load_kernels());
+  EXPECT_FALSE((*registry)->Find("default")->load_kernels());
+  EXPECT_THAT(TenantRegistry::Parse("default_tenant { load_kernels: true }",
+                                    "bad.conf"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("default_tenant.load_kernels")));
 }
 
 TEST(TenantRegistryTest, ReservesUpToTheCeilingAndReleasesOnDrop) {
@@ -54,7 +122,8 @@ TEST(TenantRegistryTest, ReservesUpToTheCeilingAndReleasesOnDrop) {
   EXPECT_EQ(ml->usage()[0], 1u << 19);
   EXPECT_THAT(ml->Reserve(Resource::kDeviceBytes, 1, "t", "u").status(), IsOk());
   // Unlimited resources never refuse.
-  EXPECT_THAT(ml->Reserve(Resource::kKernels, 1 << 30, "t", "u").status(), IsOk());
+  EXPECT_THAT(ml->Reserve(Resource::kInflightCommands, 1 << 30, "t", "u").status(),
+              IsOk());
 }
 
 TEST(TenantRegistryTest, LoweringABudgetRefusesNewUseAndFreesNothing) {

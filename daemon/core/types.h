@@ -13,6 +13,7 @@
 #include "daemon/backend/backend.h"
 #include "daemon/core/command_cache.h"
 #include "daemon/core/pools.h"
+#include "daemon/core/tenants.h"
 #include "hrx/v1/config.pb.h"
 
 namespace hrx::daemon {
@@ -27,6 +28,16 @@ inline constexpr size_t kMaxEventsPerSession = 65536;
 inline constexpr size_t kDispatchCacheEntries = 1024;
 inline constexpr uint64_t kDispatchCacheBytes = uint64_t{16} << 20;
 inline constexpr size_t kTransferCacheEntries = 128;
+// Ordered operations (submits, syncs, reads) that may wait behind a batch
+// suspended at the staging bound, per stream; more are refused.
+inline constexpr size_t kMaxParkedOps = 64;
+// A remote session ends this long after the last call that named it (gRPC
+// does not report a TCP client's disconnection).
+inline constexpr int64_t kRemoteSessionLeaseSeconds = 120;
+// How often expired tickets and remote leases are swept.
+inline constexpr int64_t kHousekeepingIntervalMs = 250;
+// Spent tickets remembered (to tell "ticket_used" from "unknown_ticket").
+inline constexpr size_t kMaxTicketTombstones = 65536;
 
 struct ViewRef {
   uint64_t buffer = 0;
@@ -171,9 +182,12 @@ struct ExportTicket {
 struct TenantUsage {
   std::string name;
   hrx::v1::Role role = hrx::v1::ROLE_CLIENT;
-  std::array<std::optional<uint64_t>, 6> limits;
-  std::array<uint64_t, 6> usage = {};
+  Limits limits;
+  UsageCounts usage = {};
   uint64_t sessions = 0;
+  bool load_kernels = false;
+  uint64_t detached_exports = 0;       // see Core::detached_exports
+  uint64_t detached_export_bytes = 0;
 };
 
 struct SessionSummary {

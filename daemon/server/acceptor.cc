@@ -54,7 +54,17 @@ void Acceptor::Loop() {
     }
     if (fds[1].revents != 0) return;
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;  // EAGAIN, ECONNABORTED, EMFILE: try the next one
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+          errno == ENOMEM) {
+        // Out of descriptors or memory: the pending connection stays in the
+        // backlog and poll would report it again at once. Back off instead
+        // of spinning; descriptors come back as connections and buffers go.
+        pollfd wake = {wake_fd_, POLLIN, 0};
+        if (poll(&wake, 1, kBackoffMs) > 0) return;
+      }
+      continue;  // EAGAIN, ECONNABORTED: try the next one
+    }
     handler_(fd);
   }
 }

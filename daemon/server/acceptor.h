@@ -14,6 +14,10 @@ namespace hrx::daemon {
 
 class Acceptor {
  public:
+  // How long the loop pauses when accept fails for want of descriptors or
+  // memory (EMFILE, ENFILE, ENOBUFS, ENOMEM), instead of spinning.
+  static constexpr int kBackoffMs = 100;
+
   // Called on the acceptor's thread with each accepted descriptor, which
   // the handler owns from then on.
   using Handler = std::function<void(int fd)>;

@@ -17,10 +17,20 @@ absl::StatusOr<PeerIdentity> Identify(const grpc::ServerContextBase& context,
     // A remote caller over TLS: its verified certificate's subject.
     auto auth = context.auth_context();
     if (auth != nullptr && auth->IsPeerAuthenticated()) {
+      // A remote caller is its certificate's subject or nobody: never a uid.
+      PeerIdentity remote;
+      remote.remote = true;
       for (const auto& value :
            auth->FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME)) {
-        return PeerIdentity{0, 0, 0, std::string(value.data(), value.size())};
+        remote.certificate_subject.assign(value.data(), value.size());
       }
+      if (remote.certificate_subject.empty()) {
+        return absl::PermissionDeniedError(
+            "unknown_certificate: the client certificate has an empty subject, "
+            "so it names nobody. Fix: issue the client a certificate whose "
+            "subject a tenant lists in certificate_subjects.");
+      }
+      return remote;
     }
     return absl::UnauthenticatedError(absl::StrFormat(
         "unidentified_caller: the daemon cannot tell who is calling over %s. "

@@ -14,20 +14,8 @@
 namespace hrx::daemon {
 namespace {
 
-bool ReadFully(int fd, char* data, size_t length) {
-  size_t done = 0;
-  while (done < length) {
-    const ssize_t n = read(fd, data + done, length - done);
-    if (n <= 0) {
-      if (n < 0 && errno == EINTR) continue;
-      return false;
-    }
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-void Reply(int fd, const absl::Status& status, int descriptor) {
+// The reply header and message (docs/resident-handles.md).
+std::string EncodeReply(const absl::Status& status) {
   std::string message(status.message());
   if (message.size() > shared::kMaxFdReplyMessage) {
     message.resize(shared::kMaxFdReplyMessage);
@@ -35,22 +23,17 @@ void Reply(int fd, const absl::Status& status, int descriptor) {
   shared::FdReplyHeader header{shared::kFdReplyMagic,
                                static_cast<int32_t>(status.code()),
                                static_cast<uint32_t>(message.size()), 0};
-  iovec parts[2] = {{&header, sizeof(header)},
-                    {message.data(), message.size()}};
-  msghdr reply{};
-  reply.msg_iov = parts;
-  reply.msg_iovlen = message.empty() ? 1 : 2;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (descriptor >= 0) {
-    reply.msg_control = control;
-    reply.msg_controllen = sizeof(control);
-    cmsghdr* rights = CMSG_FIRSTHDR(&reply);
-    rights->cmsg_level = SOL_SOCKET;
-    rights->cmsg_type = SCM_RIGHTS;
-    rights->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(rights), &descriptor, sizeof(int));
-  }
-  (void)sendmsg(fd, &reply, MSG_NOSIGNAL);
+  std::string bytes(reinterpret_cast<const char*>(&header), sizeof(header));
+  return bytes + message;
+}
+
+absl::Status BadTicket(size_t received) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "bad_ticket: the side channel expects a %u-byte ticket within %s of "
+      "connecting; it received %u bytes. Fix: send the ticket "
+      "Buffers.Export returned, at once.",
+      shared::kTicketBytes, absl::FormatDuration(kSideChannelDeadline),
+      received));
 }
 
 }  // namespace
@@ -68,7 +51,7 @@ absl::StatusOr<std::unique_ptr<FdChannel>> FdChannel::Start(
   std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
   if (fd < 0 || path.size() >= sizeof(address.sun_path) ||
       bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      chmod(path.c_str(), socket_mode) != 0 || listen(fd, 64) != 0) {
+      chmod(path.c_str(), socket_mode) != 0 || listen(fd, 128) != 0) {
     const std::string error = std::strerror(errno);
     if (fd >= 0) close(fd);
     return absl::UnavailableError(absl::StrFormat(
@@ -77,12 +60,23 @@ absl::StatusOr<std::unique_ptr<FdChannel>> FdChannel::Start(
         path, error));
   }
   auto channel = std::unique_ptr<FdChannel>(new FdChannel(path, core));
-  auto acceptor = Acceptor::Start(fd, [raw = channel.get()](int peer) {
-    raw->Serve(peer);
-    close(peer);
-  });
-  if (!acceptor.ok()) return acceptor.status();
-  channel->acceptor_ = *std::move(acceptor);
+  ExchangeLimits limits;
+  limits.deadline = kSideChannelDeadline;
+  limits.max_connections = kMaxSideChannelConnections;
+  limits.max_per_uid = kMaxSideChannelConnectionsPerUid;
+  limits.max_request_bytes = shared::kTicketBytes;
+  auto server = ExchangeServer::Start(
+      fd, limits,
+      [](const std::string& request) {
+        return request.size() >= shared::kTicketBytes;
+      },
+      [raw = channel.get()](const std::string& request,
+                            const ExchangeServer::Peer& peer) {
+        return raw->Answer(request, peer);
+      },
+      [] { return EncodeReply(BadTicket(0)); });
+  if (!server.ok()) return server.status();
+  channel->server_ = *std::move(server);
   return channel;
 }
 
@@ -90,36 +84,32 @@ FdChannel::FdChannel(std::string path, Core& core)
     : path_(std::move(path)), core_(core) {}
 
 FdChannel::~FdChannel() {
-  acceptor_.reset();  // stop accepting before the path goes away
+  server_.reset();  // stop serving before the path goes away
   unlink(path_.c_str());
 }
 
-void FdChannel::Serve(int fd) {
-  // A slow or silent peer must not stall the channel for long.
-  const timeval timeout{2, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  ucred credentials{};
-  socklen_t length = sizeof(credentials);
-  char ticket[shared::kTicketBytes];
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0 ||
-      !ReadFully(fd, ticket, sizeof(ticket))) {
-    Reply(fd,
-          absl::InvalidArgumentError(
-              "bad_ticket: the side channel expects a 16-byte ticket. Fix: "
-              "send the ticket Buffers.Export returned."),
-          -1);
-    return;
+ExchangeServer::Reply FdChannel::Answer(const std::string& ticket,
+                                        const ExchangeServer::Peer& peer) {
+  ExchangeServer::Reply reply;
+  if (ticket.size() != shared::kTicketBytes || !peer.uid) {
+    reply.bytes = EncodeReply(BadTicket(ticket.size()));
+    return reply;
   }
-  auto descriptor = core_.Redeem(
-      std::string_view(ticket, sizeof(ticket)),
-      PeerIdentity{credentials.uid, credentials.gid, credentials.pid, ""});
+  PeerIdentity identity;
+  identity.uid = *peer.uid;
+  identity.gid = peer.gid;
+  identity.pid = peer.pid;
+  auto descriptor = core_.Redeem(ticket, identity);
   if (!descriptor.ok()) {
-    Reply(fd, descriptor.status(), -1);
-    return;
+    core_.CountRefusal(descriptor.status());
+    reply.bytes = EncodeReply(descriptor.status());
+    return reply;
   }
-  // The descriptor is closed here once sent (the peer holds its own copy),
-  // or if sending fails: it cannot leak either way.
-  Reply(fd, absl::OkStatus(), descriptor->get());
+  // Sent with the reply, then closed here: the peer holds its own copy, and
+  // if sending fails it cannot leak either.
+  reply.bytes = EncodeReply(absl::OkStatus());
+  reply.descriptor = *std::move(descriptor);
+  return reply;
 }
 
 }  // namespace hrx::daemon

@@ -3,7 +3,10 @@
 // ticket from Buffers.Export, and receives a reply header, a message and —
 // when the ticket is good and the peer's credentials (SO_PEERCRED) are the
 // exporting process's — the descriptor, over SCM_RIGHTS. One ticket per
-// connection. Wire format: docs/resident-handles.md.
+// connection. Many connections are served at once, each with a deadline for
+// the whole exchange (kSideChannelDeadline), at most
+// kMaxSideChannelConnections in all and kMaxSideChannelConnectionsPerUid per
+// uid. Wire format: docs/resident-handles.md.
 #ifndef HRX_DAEMON_SERVER_FD_CHANNEL_H_
 #define HRX_DAEMON_SERVER_FD_CHANNEL_H_
 
@@ -12,9 +15,14 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/core/core.h"
-#include "daemon/server/acceptor.h"
+#include "absl/time/time.h"
+#include "daemon/server/exchange_server.h"
 
 namespace hrx::daemon {
+
+inline constexpr absl::Duration kSideChannelDeadline = absl::Seconds(2);
+inline constexpr size_t kMaxSideChannelConnections = 256;
+inline constexpr size_t kMaxSideChannelConnectionsPerUid = 16;
 
 // The side channel's path for a daemon socket.
 std::string FdChannelPath(const std::string& socket_path);
@@ -27,11 +35,12 @@ class FdChannel {
 
  private:
   FdChannel(std::string path, Core& core);
-  void Serve(int fd);
+  ExchangeServer::Reply Answer(const std::string& ticket,
+                               const ExchangeServer::Peer& peer);
 
   const std::string path_;
   Core& core_;
-  std::unique_ptr<Acceptor> acceptor_;
+  std::unique_ptr<ExchangeServer> server_;
 };
 
 }  // namespace hrx::daemon

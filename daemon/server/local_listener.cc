@@ -26,7 +26,7 @@ absl::Status Failed(const std::string& what, const std::string& path) {
 
 absl::StatusOr<std::unique_ptr<LocalListener>> LocalListener::Start(
     const std::string& socket_path, unsigned socket_mode, grpc::Server& server,
-    PeerRegistry& peers) {
+    PeerRegistry& peers, Core& core) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Failed("socket for", socket_path);
   sockaddr_un address{};
@@ -43,19 +43,19 @@ absl::StatusOr<std::unique_ptr<LocalListener>> LocalListener::Start(
     close(fd);
     return status;
   }
-  return Accept(fd, server, peers);
+  return Accept(fd, server, peers, core);
 }
 
 absl::StatusOr<std::unique_ptr<LocalListener>> LocalListener::FromFd(
-    int listen_fd, grpc::Server& server, PeerRegistry& peers) {
+    int listen_fd, grpc::Server& server, PeerRegistry& peers, Core& core) {
   fcntl(listen_fd, F_SETFD, FD_CLOEXEC);
-  return Accept(listen_fd, server, peers);
+  return Accept(listen_fd, server, peers, core);
 }
 
 absl::StatusOr<std::unique_ptr<LocalListener>> LocalListener::Accept(
-    int listen_fd, grpc::Server& server, PeerRegistry& peers) {
+    int listen_fd, grpc::Server& server, PeerRegistry& peers, Core& core) {
   auto listener =
-      std::unique_ptr<LocalListener>(new LocalListener(server, peers));
+      std::unique_ptr<LocalListener>(new LocalListener(server, peers, core));
   auto acceptor = Acceptor::Start(
       listen_fd, [raw = listener.get()](int fd) { raw->HandOver(fd); });
   if (!acceptor.ok()) return acceptor.status();
@@ -63,8 +63,9 @@ absl::StatusOr<std::unique_ptr<LocalListener>> LocalListener::Accept(
   return listener;
 }
 
-LocalListener::LocalListener(grpc::Server& server, PeerRegistry& peers)
-    : server_(server), peers_(peers) {}
+LocalListener::LocalListener(grpc::Server& server, PeerRegistry& peers,
+                             Core& core)
+    : server_(server), peers_(peers), core_(core) {}
 
 void LocalListener::Stop() { acceptor_->Stop(); }
 
@@ -75,8 +76,21 @@ void LocalListener::HandOver(int fd) {
     close(fd);
     return;
   }
-  peers_.Record(fd, PeerIdentity{credentials.uid, credentials.gid,
-                                 credentials.pid, ""});
+  PeerIdentity identity;
+  identity.uid = credentials.uid;
+  identity.gid = credentials.gid;
+  identity.pid = credentials.pid;  // 0 when not visible in our namespace
+  // Admission before a single byte is read: the tenant's connections
+  // ceiling, then the per-uid and daemon-wide slots.
+  absl::StatusOr<ChargeRef> charge = core_.AdmitConnection(identity);
+  absl::StatusOr<PeerIdentity> admitted =
+      charge.ok() ? peers_.Admit(fd, identity, *std::move(charge))
+                  : absl::StatusOr<PeerIdentity>(charge.status());
+  if (!admitted.ok()) {
+    core_.CountRefusal(admitted.status());
+    close(fd);  // the peer sees the connection end; it cannot hold a slot
+    return;
+  }
   // gRPC needs a non-blocking descriptor; without it the client waits
   // forever for the server's SETTINGS frame.
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);

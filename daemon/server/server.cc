@@ -21,7 +21,11 @@ class Services {
         events(core, peers),
         graphs(core, peers),
         status(core, peers),
-        admin(core, peers) {}
+        admin(core, peers) {
+    // A local connection's end closes the sessions bound to it.
+    peers.set_on_closed(
+        [&core](uint64_t connection) { core.ConnectionClosed(connection); });
+  }
   PeerRegistry peers;  // first: the services below refer to it
   SessionsService sessions;
   DevicesService devices;
@@ -75,9 +79,9 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
   if (!fd_channel.ok()) return fd_channel.status();
   auto listener =
       inherited_fd >= 0
-          ? LocalListener::FromFd(inherited_fd, *server, services->peers)
+          ? LocalListener::FromFd(inherited_fd, *server, services->peers, core)
           : LocalListener::Start(socket_path, socket_mode, *server,
-                                 services->peers);
+                                 services->peers, core);
   if (!listener.ok()) return listener.status();
   return std::unique_ptr<DaemonServer>(
       new DaemonServer(std::move(services), std::move(server),

@@ -320,9 +320,14 @@ grpc::ServerUnaryReactor* StreamsService::Submit(
   if (!stream.ok()) return Finish(core_, context, stream.status());
   auto commands = caller->Commands(request->commands());
   if (!commands.ok()) return Finish(core_, context, commands.status());
-  auto enqueued = core_.Submit(session, *stream, *std::move(commands));
-  if (enqueued.ok()) response->set_enqueued(*enqueued);
-  return Finish(core_, context, enqueued.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  core_.Submit(session, *stream, *std::move(commands), SubmitErrors::kReturn,
+               [this, reactor, response](absl::StatusOr<size_t> enqueued) {
+                 if (enqueued.ok()) response->set_enqueued(*enqueued);
+                 core_.CountRefusal(enqueued.status());
+                 reactor->Finish(ToGrpcStatus(enqueued.status()));
+               });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* StreamsService::Synchronize(
@@ -507,14 +512,11 @@ grpc::ServerUnaryReactor* AdminService::ListTenants(
     info->set_name(tenant.name);
     info->set_role(tenant.role);
     *info->mutable_budget() = BudgetFromLimits(tenant.limits);
-    hrx::v1::Usage* usage = info->mutable_usage();
-    usage->set_device_bytes(tenant.usage[0]);
-    usage->set_shared_bytes(tenant.usage[1]);
-    usage->set_streams(tenant.usage[2]);
-    usage->set_kernels(tenant.usage[3]);
-    usage->set_graphs(tenant.usage[4]);
-    usage->set_inflight_commands(tenant.usage[5]);
+    EncodeUsage(tenant.usage, info->mutable_usage());
     info->set_sessions(tenant.sessions);
+    info->set_load_kernels(tenant.load_kernels);
+    info->set_detached_exports(tenant.detached_exports);
+    info->set_detached_export_bytes(tenant.detached_export_bytes);
   }
   return Finish(core_, context, absl::OkStatus());
 }

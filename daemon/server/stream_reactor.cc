@@ -1,5 +1,6 @@
 #include "daemon/server/stream_reactor.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "daemon/server/decode.h"
@@ -40,6 +41,26 @@ StreamReactor::StreamReactor(Core& core, absl::StatusOr<Caller> caller)
   }
   caller_.emplace(*caller);
   session_ = caller->session();
+  absl::MutexLock lock(&mu_);
+  MaybeReadLocked();
+}
+
+void StreamReactor::MaybeReadLocked() {
+  if (read_pending_ || reads_done_ || finished_) return;
+  // A cancelled call is read at once: the read fails, and that failure is
+  // what destroys the stream and ends the call.
+  if (cancelled_) {
+    read_pending_ = true;
+    StartRead(&request_);
+    return;
+  }
+  if (submit_pending_) return;  // the batch's callback reads on
+  const int owed = outstanding_ + static_cast<int>(writes_.size());
+  if (owed >= kMaxPendingReplies ||
+      owed_bytes_ + unsent_bytes_ >= kMaxPendingReplyBytes) {
+    return;  // OnWriteDone or Complete reads again
+  }
+  read_pending_ = true;
   StartRead(&request_);
 }
 
@@ -53,26 +74,39 @@ void StreamReactor::OnReadDone(bool ok) {
       });
     }
     absl::MutexLock lock(&mu_);
+    read_pending_ = false;
     reads_done_ = true;
     MaybeFinishLocked();
     return;
   }
-  Handle(request_);
-  StartRead(&request_);
+  {
+    absl::MutexLock lock(&mu_);
+    read_pending_ = false;
+  }
+  const bool go_on = Handle(request_);
+  absl::MutexLock lock(&mu_);
+  if (go_on) MaybeReadLocked();
 }
 
 absl::Status StreamReactor::TakeDeferred() {
+  absl::MutexLock lock(&mu_);
   return std::exchange(deferred_, absl::OkStatus());
 }
 
-void StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
+void StreamReactor::Defer(const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (deferred_.ok()) deferred_ = status;
+}
+
+bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
   const uint64_t token = request.token();
   if (request.op_case() == hrx::v1::StreamRequest::kOpen) {
     if (stream_ != 0) {
-      return Send(NewReply(token, absl::FailedPreconditionError(
-                                      "stream_already_open: this call already "
-                                      "opened a stream. Fix: send open once, "
-                                      "as the first message.")));
+      Send(NewReply(token, absl::FailedPreconditionError(
+                               "stream_already_open: this call already "
+                               "opened a stream. Fix: send open once, "
+                               "as the first message.")));
+      return true;
     }
     auto opened = core_.CreateStream(session_);
     Reply reply = NewReply(token, opened.status());
@@ -81,65 +115,95 @@ void StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
       caller_->Seal(opened->handle, reply->mutable_opened()->mutable_stream());
       reply->mutable_opened()->set_queue(opened->queue);
     }
-    return Send(std::move(reply));
+    Send(std::move(reply));
+    return true;
   }
   if (stream_ == 0) {
-    return Send(NewReply(token, absl::FailedPreconditionError(
-                                    "stream_not_open: the first message of "
-                                    "Streams.Open must be open. Fix: send "
-                                    "open before anything else.")));
+    Send(NewReply(token, absl::FailedPreconditionError(
+                             "stream_not_open: the first message of "
+                             "Streams.Open must be open. Fix: send "
+                             "open before anything else.")));
+    return true;
   }
   switch (request.op_case()) {
     case hrx::v1::StreamRequest::kBatch: {
       auto commands = caller_->Commands(request.batch().commands());
-      absl::StatusOr<size_t> enqueued =
-          commands.ok() ? core_.Submit(session_, stream_, *std::move(commands),
-                                       SubmitErrors::kDefer)
-                        : absl::StatusOr<size_t>(commands.status());
-      if (!enqueued.ok() && deferred_.ok()) deferred_ = enqueued.status();
-      if (request.batch().ack()) {
-        Reply reply = NewReply(token);
-        reply->set_enqueued(enqueued.ok() ? *enqueued : 0);
-        Send(std::move(reply));
+      const bool ack = request.batch().ack();
+      if (!commands.ok()) {
+        Defer(commands.status());
+        if (ack) Send(NewReply(token));
+        return true;
       }
-      return;
+      // Reading waits for this batch: if it is suspended at the staging
+      // bound, the callback resumes reading once it is enqueued.
+      {
+        absl::MutexLock lock(&mu_);
+        submit_pending_ = true;
+        ++outstanding_;
+      }
+      core_.Submit(session_, stream_, *std::move(commands),
+                   SubmitErrors::kDefer,
+                   [this, token, ack](absl::StatusOr<size_t> enqueued) {
+                     if (!enqueued.ok()) Defer(enqueued.status());
+                     if (ack) {
+                       Reply reply = NewReply(token);
+                       reply->set_enqueued(enqueued.ok() ? *enqueued : 0);
+                       Send(std::move(reply));
+                     }
+                     absl::MutexLock lock(&mu_);
+                     submit_pending_ = false;
+                     --outstanding_;
+                     MaybeReadLocked();
+                     MaybeFinishLocked();
+                   });
+      return false;  // the callback reads on (it may already have)
     }
     case hrx::v1::StreamRequest::kSync: {
       if (absl::Status deferred = TakeDeferred(); !deferred.ok()) {
-        return Send(NewReply(token, deferred));
+        Send(NewReply(token, deferred));
+        return true;
       }
       Begin();
       core_.Synchronize(session_, stream_, [this, token](absl::Status status) {
         Complete(NewReply(token, status));
       });
-      return;
+      return true;
     }
     case hrx::v1::StreamRequest::kRead: {
       if (absl::Status deferred = TakeDeferred(); !deferred.ok()) {
-        return Send(NewReply(token, deferred));
+        Send(NewReply(token, deferred));
+        return true;
       }
       auto src = caller_->View(request.read(), "read src");
-      if (!src.ok()) return Send(NewReply(token, src.status()));
+      if (!src.ok()) {
+        Send(NewReply(token, src.status()));
+        return true;
+      }
       Reply reply = NewReply(token);
-      Begin();
-      core_.Read(session_, stream_, *src,
-                 reply->mutable_data(), [this, reply](absl::Status status) {
+      const uint64_t owed = std::min(src->length, kMaxInlineReadBytes);
+      Begin(owed);
+      core_.Read(session_, stream_, *src, reply->mutable_data(),
+                 [this, reply, owed](absl::Status status) {
                    if (!status.ok()) {
                      reply->clear_data();
                      SetStatus(*reply, status);
                    }
-                   Complete(reply);
+                   Complete(reply, owed);
                  });
-      return;
+      return true;
     }
     case hrx::v1::StreamRequest::kLaunchProfiled: {
       if (absl::Status deferred = TakeDeferred(); !deferred.ok()) {
-        return Send(NewReply(token, deferred));
+        Send(NewReply(token, deferred));
+        return true;
       }
       auto exec = caller_->Object(request.launch_profiled().exec(),
                                   shared::HandleKind::kGraphExec,
                                   "launch profiled");
-      if (!exec.ok()) return Send(NewReply(token, exec.status()));
+      if (!exec.ok()) {
+        Send(NewReply(token, exec.status()));
+        return true;
+      }
       Begin();
       core_.LaunchProfiled(
           session_, stream_, *exec,
@@ -155,34 +219,40 @@ void StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
             }
             Complete(std::move(reply));
           });
-      return;
+      return true;
     }
     case hrx::v1::StreamRequest::kPoll: {
       if (absl::Status deferred = TakeDeferred(); !deferred.ok()) {
-        return Send(NewReply(token, deferred));
+        Send(NewReply(token, deferred));
+        return true;
       }
       auto complete = core_.Poll(session_, stream_);
       Reply reply = NewReply(token, complete.status());
       if (complete.ok()) reply->set_complete(*complete);
-      return Send(std::move(reply));
+      Send(std::move(reply));
+      return true;
     }
     default:
-      return Send(NewReply(token, absl::InvalidArgumentError(
-                                      "empty_request: a Streams.Open message "
-                                      "has no operation set. Fix: set one of "
-                                      "open, batch, sync, read, poll.")));
+      Send(NewReply(token, absl::InvalidArgumentError(
+                               "empty_request: a Streams.Open message "
+                               "has no operation set. Fix: set one of "
+                               "open, batch, sync, read, poll.")));
+      return true;
   }
 }
 
-void StreamReactor::Begin() {
+void StreamReactor::Begin(uint64_t bytes) {
   absl::MutexLock lock(&mu_);
   ++outstanding_;
+  owed_bytes_ += bytes;
 }
 
-void StreamReactor::Complete(Reply reply) {
+void StreamReactor::Complete(Reply reply, uint64_t bytes) {
   if (reply != nullptr) Send(std::move(reply));
   absl::MutexLock lock(&mu_);
   --outstanding_;
+  owed_bytes_ -= bytes;
+  MaybeReadLocked();
   MaybeFinishLocked();
 }
 
@@ -193,6 +263,7 @@ void StreamReactor::Send(Reply reply) {
   }
   absl::MutexLock lock(&mu_);
   if (cancelled_ || finished_) return;
+  unsent_bytes_ += reply->data().size();
   writes_.push_back(std::move(reply));
   if (!writing_) {
     writing_ = true;
@@ -202,10 +273,12 @@ void StreamReactor::Send(Reply reply) {
 
 void StreamReactor::OnWriteDone(bool ok) {
   absl::MutexLock lock(&mu_);
+  unsent_bytes_ -= writes_.front()->data().size();
   writes_.pop_front();
   if (!ok) {
     cancelled_ = true;  // the client is gone; drop what is left
     writes_.clear();
+    unsent_bytes_ = 0;
   }
   if (!writes_.empty()) {
     StartWrite(writes_.front().get());
@@ -213,11 +286,13 @@ void StreamReactor::OnWriteDone(bool ok) {
     writing_ = false;
     MaybeFinishLocked();
   }
+  MaybeReadLocked();
 }
 
 void StreamReactor::OnCancel() {
   absl::MutexLock lock(&mu_);
   cancelled_ = true;
+  MaybeReadLocked();
 }
 
 void StreamReactor::MaybeFinishLocked() {

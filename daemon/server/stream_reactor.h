@@ -3,6 +3,12 @@
 // refusals deferred to the next sync point; sync and read replies are sent
 // when the device finishes. The call's end (or cancellation, when the client
 // dies) destroys the stream after draining it.
+//
+// Flow control: the next request is read only when the previous batch has
+// been enqueued (a batch suspended at the staging bound holds reading), and
+// while fewer than kMaxPendingReplies replies (and kMaxPendingReplyBytes of
+// read data) are owed or unsent. A client that stops reading its replies
+// stops being read: its cost to the daemon stays bounded.
 #ifndef HRX_DAEMON_SERVER_STREAM_REACTOR_H_
 #define HRX_DAEMON_SERVER_STREAM_REACTOR_H_
 
@@ -21,6 +27,13 @@
 
 namespace hrx::daemon {
 
+// Replies a Streams.Open call may owe (in flight or unsent) before the
+// daemon stops reading its requests.
+inline constexpr int kMaxPendingReplies = 16;
+// Read data a Streams.Open call may have in flight or unsent before the
+// daemon stops reading its requests (one read may take it past this).
+inline constexpr uint64_t kMaxPendingReplyBytes = uint64_t{16} << 20;
+
 class StreamReactor final
     : public grpc::ServerBidiReactor<hrx::v1::StreamRequest,
                                      hrx::v1::StreamReply> {
@@ -36,28 +49,38 @@ class StreamReactor final
  private:
   using Reply = std::shared_ptr<hrx::v1::StreamReply>;
 
-  void Handle(const hrx::v1::StreamRequest& request);
+  // Handles one request; false when reading must wait for a callback (a
+  // suspended batch) that resumes it.
+  bool Handle(const hrx::v1::StreamRequest& request);
   // Queues a reply for writing; safe from any thread.
   void Send(Reply reply);
-  // Starts an asynchronous core operation; Complete ends it.
-  void Begin();
-  void Complete(Reply reply);
+  // Starts an asynchronous core operation owing `bytes` of reply data;
+  // Complete ends it.
+  void Begin(uint64_t bytes = 0);
+  void Complete(Reply reply, uint64_t bytes = 0);
+  // Reads the next request if nothing holds reading back.
+  void MaybeReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A refusal for the next sync point, kept here when it arose before core
-  // saw the batch (a decode error).
+  // saw the batch (a decode error, a budget refusal).
   absl::Status TakeDeferred();
+  void Defer(const absl::Status& status);
 
   Core& core_;
   std::optional<Caller> caller_;
   uint64_t session_ = 0;
   uint64_t stream_ = 0;  // 0 until opened
   hrx::v1::StreamRequest request_;
-  absl::Status deferred_;  // touched only from OnReadDone
 
   absl::Mutex mu_;
+  absl::Status deferred_ ABSL_GUARDED_BY(mu_);
   std::deque<Reply> writes_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // core operations in flight
+  uint64_t owed_bytes_ ABSL_GUARDED_BY(mu_) = 0;    // of reads in flight
+  uint64_t unsent_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of queued replies
+  bool read_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool submit_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
