@@ -7,6 +7,7 @@
 
 #include "daemon/server/decode.h"
 #include "daemon/server/stream_reactor.h"
+#include "daemon/server/wire_shape.h"
 #include "shared/grpc_status.h"
 #include "shared/version.h"
 
@@ -101,23 +102,28 @@ grpc::ServerUnaryReactor* DevicesService::SetQueueCount(
 }
 
 grpc::ServerUnaryReactor* KernelsService::LoadKernel(
-    grpc::CallbackServerContext* context,
-    const hrx::v1::LoadKernelRequest* request,
-    hrx::v1::LoadKernelResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
   auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(core_, context, caller.status());
+  hrx::v1::LoadKernelRequest request;
+  if (absl::Status parsed = ParseChecked(*raw_request, &request); !parsed.ok()) {
+    return Finish(core_, context, parsed);
+  }
   const uint64_t session = caller->session();
   std::optional<backend::KernelSignature> declared;
-  if (request->has_declared()) {
-    auto decoded = DecodeSignature(request->declared());
+  if (request.has_declared()) {
+    auto decoded = DecodeSignature(request.declared());
     if (!decoded.ok()) return Finish(core_, context, decoded.status());
     declared = *std::move(decoded);
   }
-  auto kernel = core_.LoadKernel(session, request->code(), request->entry(),
+  auto kernel = core_.LoadKernel(session, request.code(), request.entry(),
                                  declared ? &*declared : nullptr);
   if (kernel.ok()) {
-    caller->Seal(kernel->handle, response->mutable_kernel());
-    EncodeSignature(kernel->signature, response->mutable_signature());
+    hrx::v1::LoadKernelResponse response;
+    caller->Seal(kernel->handle, response.mutable_kernel());
+    EncodeSignature(kernel->signature, response.mutable_signature());
+    SerializeInto(response, raw_response);
   }
   return Finish(core_, context, kernel.status());
 }
@@ -310,20 +316,28 @@ grpc::ServerUnaryReactor* StreamsService::DestroyStream(
 }
 
 grpc::ServerUnaryReactor* StreamsService::Submit(
-    grpc::CallbackServerContext* context, const hrx::v1::SubmitRequest* request,
-    hrx::v1::SubmitResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
   auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(core_, context, caller.status());
+  hrx::v1::SubmitRequest request;
+  if (absl::Status parsed = ParseChecked(*raw_request, &request); !parsed.ok()) {
+    return Finish(core_, context, parsed);
+  }
   const uint64_t session = caller->session();
-  auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
+  auto stream = caller->Object(request.stream(), shared::HandleKind::kStream,
                                "submit stream");
   if (!stream.ok()) return Finish(core_, context, stream.status());
-  auto commands = caller->Commands(request->commands());
+  auto commands = caller->Commands(request.commands());
   if (!commands.ok()) return Finish(core_, context, commands.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   core_.Submit(session, *stream, *std::move(commands), SubmitErrors::kReturn,
-               [this, reactor, response](absl::StatusOr<size_t> enqueued) {
-                 if (enqueued.ok()) response->set_enqueued(*enqueued);
+               [this, reactor, raw_response](absl::StatusOr<size_t> enqueued) {
+                 if (enqueued.ok()) {
+                   hrx::v1::SubmitResponse response;
+                   response.set_enqueued(*enqueued);
+                   SerializeInto(response, raw_response);
+                 }
                  core_.CountRefusal(enqueued.status());
                  reactor->Finish(ToGrpcStatus(enqueued.status()));
                });
@@ -363,7 +377,7 @@ grpc::ServerUnaryReactor* StreamsService::Read(
   return reactor;
 }
 
-grpc::ServerBidiReactor<hrx::v1::StreamRequest, hrx::v1::StreamReply>*
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 StreamsService::Open(grpc::CallbackServerContext* context) {
   return new StreamReactor(core_, DecodeCaller(*context, core_, peers_));
 }
@@ -450,21 +464,26 @@ grpc::ServerUnaryReactor* DaemonStatusService::GetStatus(
 namespace hrx::daemon {
 
 grpc::ServerUnaryReactor* GraphsService::CreateExec(
-    grpc::CallbackServerContext* context,
-    const hrx::v1::CreateGraphExecRequest* request,
-    hrx::v1::CreateGraphExecResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
   auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(core_, context, caller.status());
-  auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
+  hrx::v1::CreateGraphExecRequest request;
+  if (absl::Status parsed = ParseChecked(*raw_request, &request); !parsed.ok()) {
+    return Finish(core_, context, parsed);
+  }
+  auto stream = caller->Object(request.stream(), shared::HandleKind::kStream,
                                "finish graph stream");
   if (!stream.ok()) return Finish(core_, context, stream.status());
-  auto spec = caller->Graph(*request);
+  auto spec = caller->Graph(request);
   if (!spec.ok()) return Finish(core_, context, spec.status());
   auto exec = core_.CreateGraphExec(caller->session(), *stream,
                                     *std::move(spec));
   if (exec.ok()) {
-    caller->Seal(exec->handle, response->mutable_exec());
-    response->set_binding_bytes(exec->binding_bytes);
+    hrx::v1::CreateGraphExecResponse response;
+    caller->Seal(exec->handle, response.mutable_exec());
+    response.set_binding_bytes(exec->binding_bytes);
+    SerializeInto(response, raw_response);
   }
   return Finish(core_, context, exec.status());
 }

@@ -55,14 +55,18 @@ class DevicesService final : public hrx::v1::Devices::CallbackService {
   const PeerRegistry& peers_;
 };
 
-class KernelsService final : public hrx::v1::Kernels::CallbackService {
+// Raw methods (LoadKernel, Streams.Submit and Open, Graphs.CreateExec) take
+// requests that may be large: their bytes are measured (wire_shape.h)
+// before they are parsed.
+class KernelsService final
+    : public hrx::v1::Kernels::WithRawCallbackMethod_LoadKernel<
+          hrx::v1::Kernels::CallbackService> {
  public:
   KernelsService(Core& core, const PeerRegistry& peers)
       : core_(core), peers_(peers) {}
-  grpc::ServerUnaryReactor* LoadKernel(
-      grpc::CallbackServerContext* context,
-      const hrx::v1::LoadKernelRequest* request,
-      hrx::v1::LoadKernelResponse* response) override;
+  grpc::ServerUnaryReactor* LoadKernel(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* UnloadKernel(
       grpc::CallbackServerContext* context,
       const hrx::v1::UnloadKernelRequest* request,
@@ -132,11 +136,23 @@ class BuffersService final : public hrx::v1::Buffers::CallbackService {
   std::string fd_socket_;
 };
 
-class StreamsService final : public hrx::v1::Streams::CallbackService {
+// Streams: Open and Submit raw, the rest typed. (A bidi method's raw and
+// typed forms differ only in return type, so the chain is spelled out.)
+using StreamsBase = hrx::v1::Streams::WithRawCallbackMethod_Open<
+    hrx::v1::Streams::WithCallbackMethod_CreateStream<
+        hrx::v1::Streams::WithCallbackMethod_DestroyStream<
+            hrx::v1::Streams::WithRawCallbackMethod_Submit<
+                hrx::v1::Streams::WithCallbackMethod_Synchronize<
+                    hrx::v1::Streams::WithCallbackMethod_Read<
+                        hrx::v1::Streams::WithCallbackMethod_Poll<
+                            hrx::v1::Streams::WithCallbackMethod_GetStreamStats<
+                                hrx::v1::Streams::Service>>>>>>>>;
+
+class StreamsService final : public StreamsBase {
  public:
   StreamsService(Core& core, const PeerRegistry& peers)
       : core_(core), peers_(peers) {}
-  grpc::ServerBidiReactor<hrx::v1::StreamRequest, hrx::v1::StreamReply>* Open(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Open(
       grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* Poll(grpc::CallbackServerContext* context,
                                  const hrx::v1::PollRequest* request,
@@ -154,8 +170,8 @@ class StreamsService final : public hrx::v1::Streams::CallbackService {
       const hrx::v1::DestroyStreamRequest* request,
       hrx::v1::DestroyStreamResponse* response) override;
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context,
-                                   const hrx::v1::SubmitRequest* request,
-                                   hrx::v1::SubmitResponse* response) override;
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Synchronize(
       grpc::CallbackServerContext* context,
       const hrx::v1::SynchronizeRequest* request,
@@ -184,14 +200,15 @@ class DaemonStatusService final
   const PeerRegistry& peers_;
 };
 
-class GraphsService final : public hrx::v1::Graphs::CallbackService {
+class GraphsService final
+    : public hrx::v1::Graphs::WithRawCallbackMethod_CreateExec<
+          hrx::v1::Graphs::CallbackService> {
  public:
   GraphsService(Core& core, const PeerRegistry& peers)
       : core_(core), peers_(peers) {}
-  grpc::ServerUnaryReactor* CreateExec(
-      grpc::CallbackServerContext* context,
-      const hrx::v1::CreateGraphExecRequest* request,
-      hrx::v1::CreateGraphExecResponse* response) override;
+  grpc::ServerUnaryReactor* CreateExec(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* DestroyExec(
       grpc::CallbackServerContext* context,
       const hrx::v1::GraphExecRequest* request,

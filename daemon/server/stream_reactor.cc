@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "daemon/server/decode.h"
+#include "daemon/server/wire_shape.h"
 
 namespace hrx::daemon {
 namespace {
@@ -51,7 +52,7 @@ void StreamReactor::MaybeReadLocked() {
   // what destroys the stream and ends the call.
   if (cancelled_) {
     read_pending_ = true;
-    StartRead(&request_);
+    StartRead(&raw_request_);
     return;
   }
   if (submit_pending_) return;  // the batch's callback reads on
@@ -61,7 +62,7 @@ void StreamReactor::MaybeReadLocked() {
     return;  // OnWriteDone or Complete reads again
   }
   read_pending_ = true;
-  StartRead(&request_);
+  StartRead(&raw_request_);
 }
 
 void StreamReactor::OnReadDone(bool ok) {
@@ -82,6 +83,17 @@ void StreamReactor::OnReadDone(bool ok) {
   {
     absl::MutexLock lock(&mu_);
     read_pending_ = false;
+  }
+  request_.Clear();
+  absl::Status parsed = ParseChecked(raw_request_, &request_);
+  raw_request_.Clear();
+  if (!parsed.ok()) {
+    // The request's token is unknown: the refusal waits for the next sync
+    // point, like a bad batch's.
+    Defer(parsed);
+    absl::MutexLock lock(&mu_);
+    MaybeReadLocked();
+    return;
   }
   const bool go_on = Handle(request_);
   absl::MutexLock lock(&mu_);
@@ -261,19 +273,22 @@ void StreamReactor::Send(Reply reply) {
     core_.CountRefusal(absl::Status(static_cast<absl::StatusCode>(reply->code()),
                                     reply->message()));
   }
+  Outgoing outgoing;
+  outgoing.data_bytes = reply->data().size();
+  SerializeInto(*reply, &outgoing.wire);
   absl::MutexLock lock(&mu_);
   if (cancelled_ || finished_) return;
-  unsent_bytes_ += reply->data().size();
-  writes_.push_back(std::move(reply));
+  unsent_bytes_ += outgoing.data_bytes;
+  writes_.push_back(std::move(outgoing));
   if (!writing_) {
     writing_ = true;
-    StartWrite(writes_.front().get());
+    StartWrite(&writes_.front().wire);
   }
 }
 
 void StreamReactor::OnWriteDone(bool ok) {
   absl::MutexLock lock(&mu_);
-  unsent_bytes_ -= writes_.front()->data().size();
+  unsent_bytes_ -= writes_.front().data_bytes;
   writes_.pop_front();
   if (!ok) {
     cancelled_ = true;  // the client is gone; drop what is left
@@ -281,7 +296,7 @@ void StreamReactor::OnWriteDone(bool ok) {
     unsent_bytes_ = 0;
   }
   if (!writes_.empty()) {
-    StartWrite(writes_.front().get());
+    StartWrite(&writes_.front().wire);
   } else {
     writing_ = false;
     MaybeFinishLocked();

@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/core/core.h"
 #include "daemon/server/decode.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "hrx/v1/stream.pb.h"
 
@@ -34,9 +35,11 @@ inline constexpr int kMaxPendingReplies = 16;
 // daemon stops reading its requests (one read may take it past this).
 inline constexpr uint64_t kMaxPendingReplyBytes = uint64_t{16} << 20;
 
+// Requests arrive raw and are measured before they are parsed
+// (wire_shape.h); a malformed or too complex one is refused at the next
+// sync point, as a bad batch is.
 class StreamReactor final
-    : public grpc::ServerBidiReactor<hrx::v1::StreamRequest,
-                                     hrx::v1::StreamReply> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // Starts reading at once, or finishes with `session`'s error.
   StreamReactor(Core& core, absl::StatusOr<Caller> caller);
@@ -70,11 +73,16 @@ class StreamReactor final
   std::optional<Caller> caller_;
   uint64_t session_ = 0;
   uint64_t stream_ = 0;  // 0 until opened
+  grpc::ByteBuffer raw_request_;
   hrx::v1::StreamRequest request_;
+  struct Outgoing {
+    grpc::ByteBuffer wire;
+    uint64_t data_bytes = 0;
+  };
 
   absl::Mutex mu_;
   absl::Status deferred_ ABSL_GUARDED_BY(mu_);
-  std::deque<Reply> writes_ ABSL_GUARDED_BY(mu_);
+  std::deque<Outgoing> writes_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // core operations in flight
   uint64_t owed_bytes_ ABSL_GUARDED_BY(mu_) = 0;    // of reads in flight
