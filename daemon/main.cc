@@ -27,6 +27,12 @@ ABSL_FLAG(std::string, config, "",
           "deploy/hrxd.conf); empty: the daemon's uid is admin, no budgets");
 ABSL_FLAG(int64_t, ticket_lifetime_ms, 10000,
           "how long an export ticket stays redeemable on the side channel");
+ABSL_FLAG(int64_t, remote_session_lease_ms, 120000,
+          "a remote (TLS) session ends this long after the last call that "
+          "named it");
+ABSL_FLAG(int64_t, stop_timeout_ms, 20000,
+          "on SIGTERM: half of it for calls in progress to finish, the other "
+          "half for queued work to drain; then hrxd exits regardless");
 ABSL_FLAG(std::string, listen, "",
           "also serve remote callers on HOST:PORT, over TLS with client "
           "certificates (needs --tls_cert, --tls_key, --tls_client_ca)");
@@ -66,6 +72,8 @@ int main(int argc, char** argv) {
   options.queue_count = absl::GetFlag(FLAGS_queue_count);
   options.config_path = absl::GetFlag(FLAGS_config);
   options.ticket_lifetime_ms = absl::GetFlag(FLAGS_ticket_lifetime_ms);
+  options.remote_session_lease_ms = absl::GetFlag(FLAGS_remote_session_lease_ms);
+  options.stop_timeout_ms = absl::GetFlag(FLAGS_stop_timeout_ms);
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
   options.metrics_tenants = absl::GetFlag(FLAGS_metrics_tenants);

@@ -30,11 +30,6 @@
 namespace hrx::daemon {
 namespace {
 
-// How long calls in progress get to finish at shutdown before cancellation.
-constexpr absl::Duration kShutdownGrace = absl::Seconds(10);
-// How long queued work then gets to drain before hrxd exits anyway (a hung
-// kernel must not keep it from stopping within systemd's TimeoutStopSec).
-constexpr absl::Duration kShutdownDrainLimit = absl::Seconds(10);
 
 // Raises the soft open-file limit to the hard one: every buffer, export and
 // connection costs a descriptor, and each is budgeted against this. Only
@@ -186,6 +181,8 @@ absl::Status Run(const DaemonOptions& options) {
   core_options.queue_count = options.queue_count;
   core_options.tenants = tenants;
   core_options.ticket_lifetime = absl::Milliseconds(options.ticket_lifetime_ms);
+  core_options.remote_session_lease =
+      absl::Milliseconds(options.remote_session_lease_ms);
   auto core = std::make_unique<Core>(std::move(backend), core_options);
   HRX_ASSIGN_OR_RETURN(
       std::unique_ptr<DaemonServer> server,
@@ -276,15 +273,22 @@ absl::Status Run(const DaemonOptions& options) {
             stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
   notifier.Stopping("draining queued work");
   metrics.reset();
-  server->Shutdown(kShutdownGrace);
-  if (!core->Drain(kShutdownDrainLimit)) {
+  // Half of --stop_timeout_ms for calls in progress (then they are
+  // cancelled: clients see UNAVAILABLE or CANCELLED, never a hang), half for
+  // queued work to drain (a hung kernel must not keep hrxd from stopping
+  // within systemd's TimeoutStopSec).
+  const absl::Duration half = absl::Milliseconds(options.stop_timeout_ms) / 2;
+  server->Shutdown(half);
+  if (!core->Drain(half)) {
     // A kernel still runs: leave it (and the objects it uses) to the exit.
     log->warn("queued work did not drain within {}; stopping anyway",
-              absl::FormatDuration(kShutdownDrainLimit));
-    (void)server.release();
-    (void)core.release();
+              absl::FormatDuration(half));
+    // A kernel still runs on a backend thread: tearing the core down would
+    // wait for it. Remove the socket and leave at once instead.
     guard.reset();
-    return absl::OkStatus();
+    log->flush();
+    std::fflush(nullptr);
+    _exit(0);
   }
   server.reset();
   core.reset();

@@ -22,6 +22,9 @@ struct DaemonOptions {
   uint32_t queue_count = 8;         // size of the native queue pool
   std::string config_path;          // tenants and budgets; empty: built-in
   int64_t ticket_lifetime_ms = 10000;  // export tickets stay redeemable
+  int64_t remote_session_lease_ms = 120000;  // see kRemoteSessionLeaseSeconds
+  // SIGTERM: half for calls in progress, half for queued work; then exit.
+  int64_t stop_timeout_ms = 20000;
   unsigned socket_mode = 0660;      // others' bits open the directory too
   // Remote access: all four or none (the daemon refuses TCP without TLS).
   std::string listen_address;       // HOST:PORT

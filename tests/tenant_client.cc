@@ -142,6 +142,75 @@ int Scenario(const std::string& name, hrx::Client& client, int argc,
     Say("ready", "yes");
     while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
+  if (name == "stuck_uploads" || name == "fault" || name == "hog") {
+    // A gate kernel holds the queues of --streams streams (all of this
+    // tenant's); then each stream gets an inline upload past the daemon's
+    // staging bound (its batch is suspended, not a thread), or, for "fault",
+    // a kernel that fails; "hog" just keeps the gate closed.
+    auto gate = stream->LoadKernel(
+        std::vector<uint8_t>(kernel_code.begin(), kernel_code.end()),
+        "wait_flag");
+    if (!gate.ok()) return SayStatus("load", gate.status()), 1;
+    auto flag = stream->AllocateZeroed(1);
+    if (!flag.ok()) return SayStatus("allocate", flag.status()), 1;
+    const hrx::View flag_view = flag->Binding();
+    if (name == "fault") {
+      auto empty = flag->Slice(0, 0);
+      SayStatus("dispatch", stream->Dispatch(*gate, {1, 1, 1}, {1, 1, 1},
+                                             hrx::Constants(), {&*empty, 1}));
+      SayStatus("fault_sync", stream->Synchronize());
+      return 0;
+    }
+    const uint64_t streams = Number(argc, argv, "streams", 4);
+    const uint64_t bytes = Number(argc, argv, "bytes", 72 << 20);
+    std::vector<hrx::Stream> held;
+    std::vector<hrx::Buffer> targets;
+    for (uint64_t i = 0; i < streams; ++i) {
+      auto more = device->CreateStream();
+      if (!more.ok()) return SayStatus("stream", more.status()), 1;
+      held.push_back(*std::move(more));
+      auto target = held.back().Allocate(bytes);
+      if (!target.ok()) return SayStatus("allocate", target.status()), 1;
+      targets.push_back(*std::move(target));
+      if (!held.back()
+               .Dispatch(*gate, {1, 1, 1}, {1, 1, 1}, hrx::Constants(),
+                         {&flag_view, 1})
+               .ok() ||
+          !held.back().Flush().ok()) {
+        return Say("gate", "failed"), 1;
+      }
+    }
+    std::vector<std::thread> uploads;
+    std::vector<absl::Status> results(name == "hog" ? 0 : streams);
+    const std::vector<uint8_t> payload(bytes, 0x5c);
+    for (uint64_t i = 0; i < results.size(); ++i) {
+      uploads.emplace_back([&, i] {
+        results[i] = held[i].Upload(targets[i].Binding(), payload);
+        if (results[i].ok()) results[i] = held[i].Flush();
+      });
+    }
+    Say("uploads_started", absl::StrCat(uploads.size()));
+    WaitForFile(Flag(argc, argv, "go"));
+    // Open the gate from a stream on a queue nobody waits on (queues are
+    // assigned round-robin: this one follows the gated ones; --streams
+    // stays below the pool's 8 queues).
+    auto opener = device->CreateStream();
+    if (!opener.ok()) return SayStatus("opener", opener.status()), 1;
+    SayStatus("open_gate", opener->Fill(flag_view, 1));
+    SayStatus("opener_sync", opener->Synchronize());
+    for (auto& thread : uploads) thread.join();
+    bool intact = true;
+    for (uint64_t i = 0; i < results.size(); ++i) {
+      if (!results[i].ok()) SayStatus(absl::StrCat("upload_", i), results[i]);
+      std::vector<uint8_t> tail(4096);
+      auto view = targets[i].Slice(bytes - 4096, 4096);
+      intact = intact && results[i].ok() &&
+               held[i].ReadBlocking(*view, tail).ok() &&
+               tail == std::vector<uint8_t>(4096, 0x5c);
+    }
+    Say("uploads_intact", intact ? "yes" : "no");
+    return 0;
+  }
   if (name == "grant") {
     // Share a buffer with --grantee, then wait for --go (a file).
     auto buffer = stream->Allocate(4096);

@@ -526,6 +526,8 @@ CoreStatus Core::status() const {
       status.dispatch_cache += stream->dispatch_cache.stats();
       status.transfer_cache += stream->transfer_cache.stats();
       status.upload_staging += stream->staging.stats();
+      status.suspended_streams += stream->suspended ? 1 : 0;
+      status.parked_operations += stream->parked.size();
     });
   }
   return status;

@@ -1,5 +1,7 @@
 #include "daemon/core/tenants.h"
 
+#include <cstdlib>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shared/status_matchers.h"
@@ -86,6 +88,21 @@ TEST(TenantRegistryTest, ObjectCeilingsDefaultWhenLeftOutAndBytesStayUnlimited) 
   EXPECT_THAT(tenant->Reserve(Resource::kSessions, 1, "open session", "u"),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        HasSubstr("sessions budget of 64")));
+}
+
+TEST(TenantRegistryTest, TheShippedSampleConfigLoadsAndIsLeastPrivilege) {
+  const char* root = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  ASSERT_NE(root, nullptr);
+  auto registry = TenantRegistry::Load(std::string(root) + "/" + workspace +
+                                       "/deploy/hrxd.conf");
+  ASSERT_THAT(registry.status(), IsOk());
+  std::shared_ptr<Tenant> stranger = (*registry)->Find("default");
+  EXPECT_FALSE(stranger->load_kernels());
+  EXPECT_EQ(stranger->limits()[static_cast<size_t>(Resource::kDeviceBytes)], 0u);
+  EXPECT_EQ(stranger->limits()[static_cast<size_t>(Resource::kSessions)],
+            kDefaultSessionsPerTenant);
+  EXPECT_FALSE((*registry)->Find("inference")->load_kernels());
 }
 
 TEST(TenantRegistryTest, KernelLoadingIsOffUnlessGrantedAndNeverForStrangers) {

@@ -227,6 +227,8 @@ struct CoreStatus {
   PoolStats allocation_pool;   // summed over sessions
   PoolStats staging_pool;      // summed over sessions
   PoolStats upload_staging;    // completed upload staging, summed over streams
+  uint64_t suspended_streams = 0;  // a batch waits at the staging bound
+  uint64_t parked_operations = 0;  // ordered behind such batches
 };
 
 }  // namespace hrx::daemon

@@ -1,5 +1,8 @@
 #include "daemon/server/server.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "daemon/server/services.h"
@@ -77,6 +80,14 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
   auto fd_channel =
       FdChannel::Start(FdChannelPath(socket_path), socket_mode, core);
   if (!fd_channel.ok()) return fd_channel.status();
+  // Whoever may connect to the main socket may redeem on the side channel:
+  // give it the main socket's group (under socket activation, the unit's
+  // SocketGroup). Best effort: without it only the daemon's group can.
+  struct stat main_socket {};
+  if (stat(socket_path.c_str(), &main_socket) == 0 &&
+      main_socket.st_gid != getegid()) {
+    (void)!chown(FdChannelPath(socket_path).c_str(), -1, main_socket.st_gid);
+  }
   auto listener =
       inherited_fd >= 0
           ? LocalListener::FromFd(inherited_fd, *server, services->peers, core)

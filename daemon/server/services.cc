@@ -456,6 +456,8 @@ grpc::ServerUnaryReactor* DaemonStatusService::GetStatus(
   EncodeCounters(status.allocation_pool, response->mutable_allocation_pool());
   EncodeCounters(status.staging_pool, response->mutable_staging_pool());
   EncodeCounters(status.upload_staging, response->mutable_upload_staging());
+  response->set_suspended_streams(status.suspended_streams);
+  response->set_parked_operations(status.parked_operations);
   return Finish(core_, context, absl::OkStatus());
 }
 

@@ -47,7 +47,10 @@ StreamReactor::StreamReactor(Core& core, absl::StatusOr<Caller> caller)
 }
 
 void StreamReactor::MaybeReadLocked() {
-  if (read_pending_ || reads_done_ || finished_) return;
+  // One request at a time: while one is being handled (a batch until it is
+  // enqueued), nothing else may start the next read, or a completion could
+  // let a later request overtake it.
+  if (read_pending_ || handling_ || reads_done_ || finished_) return;
   // A cancelled call is read at once: the read fails, and that failure is
   // what destroys the stream and ends the call.
   if (cancelled_) {
@@ -55,7 +58,6 @@ void StreamReactor::MaybeReadLocked() {
     StartRead(&raw_request_);
     return;
   }
-  if (submit_pending_) return;  // the batch's callback reads on
   const int owed = outstanding_ + static_cast<int>(writes_.size());
   if (owed >= kMaxPendingReplies ||
       owed_bytes_ + unsent_bytes_ >= kMaxPendingReplyBytes) {
@@ -83,6 +85,7 @@ void StreamReactor::OnReadDone(bool ok) {
   {
     absl::MutexLock lock(&mu_);
     read_pending_ = false;
+    handling_ = true;
   }
   request_.Clear();
   absl::Status parsed = ParseChecked(raw_request_, &request_);
@@ -92,12 +95,14 @@ void StreamReactor::OnReadDone(bool ok) {
     // point, like a bad batch's.
     Defer(parsed);
     absl::MutexLock lock(&mu_);
+    handling_ = false;
     MaybeReadLocked();
     return;
   }
-  const bool go_on = Handle(request_);
+  if (!Handle(request_)) return;  // a batch: its callback reads on
   absl::MutexLock lock(&mu_);
-  if (go_on) MaybeReadLocked();
+  handling_ = false;
+  MaybeReadLocked();
 }
 
 absl::Status StreamReactor::TakeDeferred() {
@@ -150,7 +155,6 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
       // bound, the callback resumes reading once it is enqueued.
       {
         absl::MutexLock lock(&mu_);
-        submit_pending_ = true;
         ++outstanding_;
       }
       core_.Submit(session_, stream_, *std::move(commands),
@@ -163,7 +167,7 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
                        Send(std::move(reply));
                      }
                      absl::MutexLock lock(&mu_);
-                     submit_pending_ = false;
+                     handling_ = false;  // enqueued: the next may be read
                      --outstanding_;
                      MaybeReadLocked();
                      MaybeFinishLocked();

@@ -88,7 +88,8 @@ class StreamReactor final
   uint64_t owed_bytes_ ABSL_GUARDED_BY(mu_) = 0;    // of reads in flight
   uint64_t unsent_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of queued replies
   bool read_pending_ ABSL_GUARDED_BY(mu_) = false;
-  bool submit_pending_ ABSL_GUARDED_BY(mu_) = false;
+  // A request is being handled (a batch until enqueued): the next read waits.
+  bool handling_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

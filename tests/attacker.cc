@@ -1,0 +1,356 @@
+// A hostile client for the adversarial suite (hostile_test.cc): switches to
+// --uid, runs one attack through the raw protocol (no libhrx checks in the
+// way), prints what happened as "key: value" lines, then holds everything
+// it took until --hold names a file that exists (or until it is killed).
+//
+//   attacker --socket=PATH --uid=N --attack=NAME [--count=N] [--hold=FILE]
+#include <grp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/internal/connection.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/impl/codegen/client_unary_call.h"
+#include "hrx/v1/buffer.grpc.pb.h"
+#include "hrx/v1/kernel.grpc.pb.h"
+#include "hrx/v1/session.grpc.pb.h"
+#include "hrx/v1/stream.grpc.pb.h"
+#include "shared/grpc_status.h"
+#include "shared/socket_path.h"
+#include "tests/raw_session.h"
+
+namespace {
+
+using hrx::testing::RawSession;
+
+std::string Flag(int argc, char** argv, const std::string& name) {
+  const std::string prefix = "--" + name + "=";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind(prefix, 0) == 0) return arg.substr(prefix.size());
+  }
+  return "";
+}
+
+uint64_t Number(int argc, char** argv, const std::string& name,
+                uint64_t fallback) {
+  uint64_t value = 0;
+  return absl::SimpleAtoi(Flag(argc, argv, name), &value) ? value : fallback;
+}
+
+void Say(const std::string& key, const std::string& value) {
+  std::printf("%s: %s\n", key.c_str(), value.c_str());
+  std::fflush(stdout);
+}
+
+std::string Text(const absl::Status& status) {
+  return status.ok() ? "OK"
+                     : absl::StrCat(absl::StatusCodeToString(status.code()),
+                                    " ", status.message());
+}
+
+void Hold(const std::string& file) {
+  Say("holding", "yes");
+  struct stat info {};
+  while (file.empty() || stat(file.c_str(), &info) != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// A channel of its own (not shared with other channels of this process), so
+// each RawSession is its own connection.
+std::shared_ptr<grpc::Channel> OwnChannel(const std::string& socket) {
+  grpc::ChannelArguments arguments;
+  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  arguments.SetMaxReceiveMessageSize(64 << 20);
+  arguments.SetMaxSendMessageSize(64 << 20);
+  return grpc::CreateCustomChannel(absl::StrCat("unix:", socket),
+                                   grpc::InsecureChannelCredentials(),
+                                   arguments);
+}
+
+absl::Status RawCall(const std::shared_ptr<grpc::Channel>& channel,
+                     const std::string& method, const std::string& session,
+                     const std::string& bytes) {
+  grpc::ClientContext context;
+  context.AddMetadata(hrx::shared::kSessionMetadataKey, session);
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(60));
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1);
+  grpc::ByteBuffer response;
+  return hrx::shared::FromGrpcStatus(
+      grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+          channel.get(),
+          grpc::internal::RpcMethod(method.c_str(),
+                                    grpc::internal::RpcMethod::NORMAL_RPC),
+          &context, request, &response));
+}
+
+std::string SessionText(const RawSession& raw) {
+  return hrx::shared::FormatWireHandle(
+      hrx::client::internal::FromProto(raw.session));
+}
+
+// Opens up to --count sessions, each on its own connection.
+int Sessions(const std::string& socket, uint64_t count) {
+  std::vector<std::unique_ptr<RawSession>> held;
+  absl::Status refused;
+  for (uint64_t i = 0; i < count; ++i) {
+    auto raw = std::make_unique<RawSession>(socket);
+    if (!raw->open_status.ok()) {
+      refused = raw->open_status;
+      break;
+    }
+    held.push_back(std::move(raw));
+  }
+  Say("opened", absl::StrCat(held.size()));
+  Say("refusal", Text(refused));
+  return 0;
+}
+
+// Bare connections that never say a word.
+int Connections(const std::string& socket, uint64_t count) {
+  std::vector<int> fds;
+  for (uint64_t i = 0; i < count; ++i) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::snprintf(address.sun_path, sizeof(address.sun_path), "%s",
+                  socket.c_str());
+    if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&address),
+                          sizeof(address)) != 0) {
+      break;
+    }
+    fds.push_back(fd);
+  }
+  Say("connected", absl::StrCat(fds.size()));
+  return 0;
+}
+
+// Takes objects of one kind until refused.
+int Objects(const std::string& socket, const std::string& kind,
+            uint64_t count) {
+  RawSession raw(socket);
+  if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
+  auto buffer = raw.Allocate(1);
+  uint64_t taken = 0;
+  absl::Status refused;
+  for (; taken < count && refused.ok(); ++taken) {
+    if (kind == "buffers") {
+      refused = raw.Allocate(1).status();
+    } else if (kind == "streams") {
+      refused = raw.CreateStream().status();
+    } else if (kind == "exports") {
+      if (!buffer.ok()) return Say("allocate", Text(buffer.status())), 1;
+      auto context = raw.Context();
+      hrx::v1::ExportRequest request;
+      *request.mutable_buffer() = *buffer;
+      request.set_kind(hrx::v1::HANDLE_KIND_SHM);
+      hrx::v1::ExportResponse response;
+      refused = hrx::shared::FromGrpcStatus(
+          raw.buffers->Export(context.get(), request, &response));
+    }
+  }
+  Say("taken", absl::StrCat(refused.ok() ? taken : taken - 1));
+  Say("refusal", Text(refused));
+  return 0;
+}
+
+// Loads `code` (read from --kernel while still root); prints the answer.
+int LoadKernel(const std::string& socket, const std::string& code) {
+  RawSession raw(socket);
+  if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
+  hrx::v1::LoadKernelRequest request;
+  request.set_code(code);
+  request.set_entry("wait_flag");
+  auto stub = hrx::v1::Kernels::NewStub(raw.channel);
+  auto context = raw.Context();
+  hrx::v1::LoadKernelResponse response;
+  Say("load_kernel", Text(hrx::shared::FromGrpcStatus(
+                         stub->LoadKernel(context.get(), request, &response))));
+  return 0;
+}
+
+// Side-channel connections that drip one byte every 500 ms.
+int Drip(const std::string& fd_socket, uint64_t count,
+         const std::string& hold) {
+  std::vector<int> fds;
+  for (uint64_t i = 0; i < count; ++i) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::snprintf(address.sun_path, sizeof(address.sun_path), "%s",
+                  fd_socket.c_str());
+    if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) ==
+        0) {
+      fds.push_back(fd);
+    } else {
+      close(fd);
+    }
+  }
+  Say("dripping", absl::StrCat(fds.size()));
+  struct stat info {};
+  while (stat(hold.c_str(), &info) != 0) {
+    for (int fd : fds) (void)!send(fd, "x", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  return 0;
+}
+
+// One Submit of --count empty commands (2 bytes each on the wire).
+int BigBatch(const std::string& socket, uint64_t count) {
+  RawSession raw(socket);
+  if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
+  auto stream = raw.CreateStream();
+  if (!stream.ok()) return Say("stream", Text(stream.status())), 1;
+  hrx::v1::SubmitRequest head;
+  *head.mutable_stream() = *stream;
+  std::string bytes = head.SerializeAsString();
+  bytes.reserve(bytes.size() + 2 * count);
+  for (uint64_t i = 0; i < count; ++i) bytes.append("\x12\x00", 2);
+  Say("request_bytes", absl::StrCat(bytes.size()));
+  Say("submit", Text(RawCall(raw.channel, "/hrx.v1.Streams/Submit",
+                             SessionText(raw), bytes)));
+  return 0;
+}
+
+// Asks for --count reads of 8 MiB on Streams.Open and never reads a reply.
+int UnreadReplies(const std::string& socket, uint64_t count) {
+  RawSession raw(socket);
+  if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
+  auto buffer = raw.Allocate(8 << 20);
+  if (!buffer.ok()) return Say("allocate", Text(buffer.status())), 1;
+  auto context = raw.Context();
+  auto call = raw.streams->Open(context.get());
+  hrx::v1::StreamRequest open;
+  open.mutable_open();
+  call->Write(open);
+  for (uint64_t i = 0; i < count; ++i) {
+    hrx::v1::StreamRequest read;
+    read.set_token(i + 1);
+    *read.mutable_read()->mutable_buffer() = *buffer;
+    read.mutable_read()->set_length(8 << 20);
+    if (!call->Write(read)) break;
+    Say("wrote", absl::StrCat(i + 1));
+  }
+  Say("writes_done", "yes");
+  while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+// Forged, foreign, stale and overflowing handles; counts each answer.
+int Forge(const std::string& socket, uint64_t count) {
+  RawSession mine(socket);
+  RawSession other(socket);
+  if (!mine.open_status.ok() || !other.open_status.ok()) return 1;
+  std::map<std::string, int> answers;
+  auto tally = [&](const std::string& what, const absl::Status& status) {
+    const std::string message(status.message());
+    answers[what + ":" + message.substr(0, message.find(':'))]++;
+  };
+  auto stream = *mine.CreateStream();
+  const hrx::v1::Handle genuine = *mine.Allocate(16);
+  std::mt19937_64 random(7);
+  for (uint64_t i = 0; i < count; ++i) {
+    hrx::v1::Handle forged = genuine;
+    forged.set_tag(random());
+    tally("forged", mine.Submit(hrx::testing::FillRequest(stream, forged, 0,
+                                                         16, 1)));
+  }
+  const hrx::v1::Handle foreign = *other.Allocate(16);
+  tally("foreign",
+        mine.Submit(hrx::testing::FillRequest(stream, foreign, 0, 16, 1)));
+  const hrx::v1::Handle stale = *mine.Allocate(16);
+  {
+    auto context = mine.Context();
+    hrx::v1::FreeRequest request;
+    *request.mutable_buffer() = stale;
+    hrx::v1::FreeResponse response;
+    (void)mine.buffers->Free(context.get(), request, &response);
+  }
+  tally("stale",
+        mine.Submit(hrx::testing::FillRequest(stream, stale, 0, 16, 1)));
+  const hrx::v1::Handle live = *mine.Allocate(4096);
+  tally("overflow", mine.Submit(hrx::testing::FillRequest(
+                        stream, live, ~uint64_t{0} - 7, 16, 1)));
+  for (const auto& [answer, n] : answers) Say(answer, absl::StrCat(n));
+  return 0;
+}
+
+// Opens a session with a client name carrying terminal control bytes.
+int EvilName(const std::string& socket) {
+  auto stub = hrx::v1::Sessions::NewStub(OwnChannel(socket));
+  grpc::ClientContext context;
+  hrx::v1::OpenSessionRequest request;
+  request.set_client_name("x\x1b[2J\r\nforged-row\x07");
+  hrx::v1::OpenSessionResponse response;
+  Say("open", Text(hrx::shared::FromGrpcStatus(
+                  stub->OpenSession(&context, request, &response))));
+  return 0;
+}
+
+// Imports --grant (an observer must be refused).
+int Import(const std::string& socket, uint64_t grant) {
+  RawSession raw(socket);
+  if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
+  auto context = raw.Context();
+  hrx::v1::ImportRequest request;
+  request.set_grant(grant);
+  hrx::v1::ImportResponse response;
+  Say("import", Text(hrx::shared::FromGrpcStatus(
+                    raw.buffers->Import(context.get(), request, &response))));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string socket = Flag(argc, argv, "socket");
+  const std::string attack = Flag(argc, argv, "attack");
+  const std::string hold = Flag(argc, argv, "hold");
+  const uint64_t count = Number(argc, argv, "count", 100);
+  const uid_t uid = static_cast<uid_t>(Number(argc, argv, "uid", 0));
+  std::ifstream kernel(Flag(argc, argv, "kernel"), std::ios::binary);
+  const std::string kernel_code((std::istreambuf_iterator<char>(kernel)),
+                                std::istreambuf_iterator<char>());
+  if (uid != 0 && (setgroups(0, nullptr) != 0 || setgid(uid) != 0 ||
+                   setuid(uid) != 0)) {
+    Say("error", "cannot switch to the requested uid (run as root)");
+    return 2;
+  }
+  int code = 2;
+  if (attack == "sessions") code = Sessions(socket, count);
+  if (attack == "connections") code = Connections(socket, count);
+  if (attack == "buffers" || attack == "streams" || attack == "exports") {
+    code = Objects(socket, attack, count);
+  }
+  if (attack == "kernel") code = LoadKernel(socket, kernel_code);
+  if (attack == "drip") return Drip(socket + ".fds", count, hold);
+  if (attack == "big_batch") code = BigBatch(socket, count);
+  if (attack == "unread_replies") code = UnreadReplies(socket, count);
+  if (attack == "forge") code = Forge(socket, count);
+  if (attack == "evil_name") code = EvilName(socket);
+  if (attack == "import") code = Import(socket, Number(argc, argv, "grant", 0));
+  if (code == 2) Say("error", "unknown attack " + attack);
+  if (code == 0 && !hold.empty()) Hold(hold);
+  return code;
+}
