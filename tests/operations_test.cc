@@ -28,6 +28,7 @@ using ::hrx::shared::IsOk;
 using ::testing::AllOf;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::vector<std::string> Hrxd(const std::string& socket_path,
                               std::vector<std::string> extra = {}) {
@@ -162,9 +163,12 @@ TEST(OperationsTest, SighupReloadsBudgetsAndKeepsThemWhenTheFileIsBroken) {
 class OperationsClientTest : public ClientFixture {
  protected:
   std::vector<std::string> DaemonFlags() const override {
-    return {"--metrics_listen=" + std::to_string(metrics_port_),  // loopback
-            "--metrics_tenants"};
+    std::vector<std::string> flags = {
+        "--metrics_listen=" + std::to_string(metrics_port_)};  // loopback
+    if (per_tenant_metrics()) flags.push_back("--metrics_tenants");
+    return flags;
   }
+  virtual bool per_tenant_metrics() const { return true; }
   std::string Get(const std::string& path) {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in address{};
@@ -281,6 +285,43 @@ TEST_F(OperationsClientTest, MetricsExposeUseCachesAndRefusalsByReason) {
                     HasSubstr("hrxd_refusals_total{reason=\"view_out_of_range\"} 1"),
                     HasSubstr("# TYPE hrxd_refusals_total counter")));
   EXPECT_THAT(Get("/other"), HasSubstr("404"));
+}
+
+// Per-tenant figures tell tenants about each other: off unless asked for.
+class DefaultMetricsTest : public OperationsClientTest {
+ protected:
+  bool per_tenant_metrics() const override { return false; }
+};
+
+TEST_F(DefaultMetricsTest, PerTenantSeriesAreOffByDefault) {
+  Buffer buffer = Allocate(*stream_, 4096);
+  const std::string metrics = Get("/metrics");
+  EXPECT_THAT(metrics, AllOf(HasSubstr("200 OK"), HasSubstr("\nhrxd_sessions 1\n")));
+  EXPECT_THAT(metrics, Not(HasSubstr("hrxd_tenant_")));
+}
+
+// Silent connections hold only themselves: a scrape is answered while
+// several others say nothing (each is closed at its deadline).
+TEST_F(DefaultMetricsTest, SilentConnectionsDoNotDelayAScrape) {
+  std::vector<int> silent;
+  for (int i = 0; i < 8; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(metrics_port_));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    silent.push_back(fd);
+  }
+  EXPECT_THAT(Get("/metrics"), HasSubstr("200 OK"));
+  // Served while every silent connection is still open: a server taking one
+  // connection at a time would have had to time each of them out first.
+  for (int fd : silent) {
+    char byte;
+    EXPECT_EQ(recv(fd, &byte, 1, MSG_DONTWAIT), -1);
+    EXPECT_EQ(errno, EAGAIN);
+    close(fd);
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // whose subjects map to tenants. Certificates are made with openssl per run.
 
 #include <fstream>
+#include <thread>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,7 @@
 #include "hrx/v1/session.grpc.pb.h"
 #include "hrx/v1/status.grpc.pb.h"
 #include "shared/grpc_status.h"
+#include "client/internal/connection.h"
 #include "tests/client_fixture.h"
 
 namespace hrx::testing {
@@ -27,8 +29,10 @@ constexpr char kMakeCertificates[] = R"(set -e
 cd "$1"
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=hrx-test-ca \
   -keyout ca.key -out ca.pem 2>/dev/null
-for name in server watcher stranger; do
-  openssl req -newkey rsa:2048 -nodes -subj /CN=$name -keyout $name.key \
+for name in server watcher stranger worker empty; do
+  subject=/CN=$name
+  [ $name = empty ] && subject=/
+  openssl req -newkey rsa:2048 -nodes -subj $subject -keyout $name.key \
     -out $name.csr 2>/dev/null
   printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > $name.ext
   openssl x509 -req -in $name.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
@@ -56,13 +60,23 @@ tenants {
   certificate_subjects: "CN=watcher"
   role: ROLE_OBSERVER
 }
+tenants {
+  name: "remote-work"
+  certificate_subjects: "CN=worker"
+}
+tenants {
+  name: "ops"
+  uids: 0
+  role: ROLE_ADMIN
+}
 )";
     address_ = absl::StrCat("127.0.0.1:", FreeLoopbackPort());
     auto daemon = TestDaemon::Start(
         {"--config=" + dir_ + "/hrxd.conf", "--listen=" + address_,
          "--tls_cert=" + dir_ + "/server.pem",
          "--tls_key=" + dir_ + "/server.key",
-         "--tls_client_ca=" + dir_ + "/ca.pem"},
+         "--tls_client_ca=" + dir_ + "/ca.pem",
+         "--remote_session_lease_ms=500"},
         dir_);
     ASSERT_THAT(daemon.status(), IsOk());
     daemon_ = *std::move(daemon);
@@ -130,6 +144,58 @@ TEST_F(RemoteTest, AnUnlistedCertificateIsRefused) {
               StatusIs(absl::StatusCode::kPermissionDenied,
                        HasSubstr("unknown_certificate: open session: no tenant "
                                  "lists certificate subject \"CN=stranger\"")));
+}
+
+// A certificate with an empty subject names nobody: it never falls through
+// to uid matching (a remote caller's uid reads 0, like root's).
+TEST_F(RemoteTest, ACertificateWithAnEmptySubjectIsNobody) {
+  auto admin = hrx::v1::Admin::NewStub(Channel("empty"));
+  grpc::ClientContext context;
+  hrx::v1::SetBudgetRequest request;
+  request.set_tenant("ops");
+  request.mutable_budget()->set_device_bytes(uint64_t{1} << 62);
+  hrx::v1::SetBudgetResponse response;
+  EXPECT_THAT(shared::FromGrpcStatus(admin->SetBudget(&context, request, &response)),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("unknown_certificate: the client certificate "
+                                 "has an empty subject")));
+  auto sessions = hrx::v1::Sessions::NewStub(Channel("empty"));
+  grpc::ClientContext open_context;
+  hrx::v1::OpenSessionResponse opened;
+  EXPECT_THAT(shared::FromGrpcStatus(sessions->OpenSession(
+                  &open_context, hrx::v1::OpenSessionRequest(), &opened)),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("unknown_certificate")));
+}
+
+// gRPC does not report a TCP client's disconnection: a remote session ends
+// once its lease (here 500 ms) passes without a call naming it.
+TEST_F(RemoteTest, ARemoteSessionEndsWhenItsLeaseLapses) {
+  auto local = hrx::v1::Admin::NewStub(
+      client::internal::MakeChannel(daemon_->socket_path()));
+  auto remote_sessions = [&] {
+    grpc::ClientContext context;
+    hrx::v1::ListSessionsRequest request;
+    request.set_tenant("remote-work");
+    hrx::v1::ListSessionsResponse response;
+    EXPECT_TRUE(local->ListSessions(&context, request, &response).ok());
+    return response.sessions_size();
+  };
+  {
+    auto sessions = hrx::v1::Sessions::NewStub(Channel("worker"));
+    grpc::ClientContext context;
+    hrx::v1::OpenSessionResponse opened;
+    ASSERT_TRUE(sessions->OpenSession(&context, hrx::v1::OpenSessionRequest(),
+                                      &opened)
+                    .ok());
+  }
+  EXPECT_EQ(remote_sessions(), 1);
+  bool ended = false;
+  for (int i = 0; i < 500 && !ended; ++i) {
+    ended = remote_sessions() == 0;
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(ended);
 }
 
 TEST_F(RemoteTest, AConnectionWithoutAClientCertificateIsRejected) {
