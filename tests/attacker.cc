@@ -5,6 +5,7 @@
 //
 //   attacker --socket=PATH --uid=N --attack=NAME [--count=N] [--hold=FILE]
 #include <grp.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -26,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/internal/connection.h"
+#include "client/internal/fd_channel.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -321,6 +323,37 @@ int Import(const std::string& socket, uint64_t grant) {
   return 0;
 }
 
+// Maps a shared buffer through the side channel, then closes its session
+// and keeps the mapping (the memory stays charged while this process lives).
+int KeepMapping(const std::string& socket, uint64_t bytes) {
+  RawSession raw(socket);
+  if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
+  auto buffer = raw.Allocate(bytes, hrx::v1::PLACEMENT_SHARED);
+  if (!buffer.ok()) return Say("allocate", Text(buffer.status())), 1;
+  hrx::v1::ExportResponse exported;
+  {
+    auto context = raw.Context();
+    hrx::v1::ExportRequest request;
+    *request.mutable_buffer() = *buffer;
+    request.set_kind(hrx::v1::HANDLE_KIND_SHM);
+    const absl::Status status = hrx::shared::FromGrpcStatus(
+        raw.buffers->Export(context.get(), request, &exported));
+    if (!status.ok()) return Say("export", Text(status)), 1;
+  }
+  auto fd = hrx::client::internal::RedeemTicket(exported.fd_socket(),
+                                                exported.ticket());
+  if (!fd.ok()) return Say("redeem", Text(fd.status())), 1;
+  void* mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                      fd->get(), static_cast<off_t>(exported.offset()));
+  if (mapped == MAP_FAILED) return Say("map", "failed"), 1;
+  static_cast<volatile uint8_t*>(mapped)[0] = 1;
+  auto context = raw.Context();
+  hrx::v1::CloseSessionResponse closed;
+  Say("close", Text(hrx::shared::FromGrpcStatus(raw.sessions->CloseSession(
+                   context.get(), hrx::v1::CloseSessionRequest(), &closed))));
+  return 0;  // holds the mapping (and the descriptor) until released
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -350,6 +383,7 @@ int main(int argc, char** argv) {
   if (attack == "forge") code = Forge(socket, count);
   if (attack == "evil_name") code = EvilName(socket);
   if (attack == "import") code = Import(socket, Number(argc, argv, "grant", 0));
+  if (attack == "keep_mapping") code = KeepMapping(socket, count);
   if (code == 2) Say("error", "unknown attack " + attack);
   if (code == 0 && !hold.empty()) Hold(hold);
   return code;

@@ -358,6 +358,31 @@ TEST_F(HostileTest, KilledClientsLeaveNoChargeAndNoDescriptor) {
   ExpectBystanderUnharmed("after twelve killed clients");
 }
 
+// Finding 8: memory reachable through a descriptor hrxd handed out stays
+// charged to its tenant (and hrxctl shows it) while the process holding it
+// lives, even after its session closed; then it is all returned.
+TEST_F(HostileTest, AMappingKeptPastItsSessionStaysChargedUntilItsProcessEnds) {
+  Subprocess keeper = Attack(kVictim, "keep_mapping", {"--count=4194304"});
+  ASSERT_TRUE(WaitForOutput(keeper, "holding: yes")) << keeper.Stdout()
+                                                     << keeper.Stderr();
+  EXPECT_THAT(keeper.Stdout(), HasSubstr("close: OK"));
+  const hrx::v1::TenantInfo held = Tenant("victim");
+  EXPECT_EQ(held.sessions(), 0u);
+  EXPECT_EQ(held.usage().shared_bytes(), 4194304u);
+  EXPECT_EQ(held.detached_exports(), 1u);
+  EXPECT_EQ(held.detached_export_bytes(), 4194304u);
+  const RunResult hrxctl = RunToCompletion(
+      {RunfilePath("client/hrxctl"), "--socket=" + daemon_->socket_path(),
+       "tenants", "--json"},
+      dir_);
+  EXPECT_THAT(hrxctl.out, HasSubstr("\"detached_exports\": 1, "
+                                    "\"detached_export_bytes\": 4194304"));
+  Release();
+  EXPECT_EQ(keeper.Wait(), 0);
+  EXPECT_TRUE(BackToBaseline("victim"));
+  EXPECT_EQ(Tenant("victim").detached_exports(), 0u);
+}
+
 // Findings 2 and 10: a session belongs to its connection. The same process
 // (same uid, same pid) on another connection cannot use it, and the
 // connection's end closes it with no process to watch.

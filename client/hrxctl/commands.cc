@@ -211,6 +211,28 @@ std::string Limit(bool has, uint64_t value, bool bytes) {
   return bytes ? hrx::shared::FormatBytes(value) : absl::StrCat(value);
 }
 
+// Every field of a Usage or Budget, by name and in declaration order (an
+// absent budget field is null: unlimited).
+std::string FieldsJson(const google::protobuf::Message& message) {
+  const auto* descriptor = message.GetDescriptor();
+  const auto* reflection = message.GetReflection();
+  std::string out = "{";
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const auto* field = descriptor->field(i);
+    if (i != 0) out += ", ";
+    const bool present =
+        !field->has_presence() || reflection->HasField(message, field);
+    out += absl::StrFormat(
+        "\"%s\": %s", field->name(),
+        present ? absl::StrCat(reflection->GetUInt64(message, field)) : "null");
+  }
+  return out + "}";
+}
+std::string UsageJson(const hrx::v1::Usage& usage) { return FieldsJson(usage); }
+std::string BudgetJson(const hrx::v1::Budget& budget) {
+  return FieldsJson(budget);
+}
+
 std::string LimitJson(bool has, uint64_t value) {
   return has ? absl::StrCat(value) : "null";
 }
@@ -264,32 +286,22 @@ int Tenants(const hrxctl::Target& target, bool json) {
   if (json) {
     std::string out = "[";
     for (const auto& t : response.tenants()) {
-      const auto& b = t.budget();
-      const auto& u = t.usage();
       if (out.size() > 1) out += ", ";
       out += absl::StrFormat(
-          "{\"name\": %s, \"role\": %s, \"sessions\": %u, \"usage\": "
-          "{\"device_bytes\": %u, \"shared_bytes\": %u, \"streams\": %u, "
-          "\"kernels\": %u, \"graphs\": %u, \"inflight_commands\": %u}, "
-          "\"budget\": {\"device_bytes\": %s, \"shared_bytes\": %s, "
-          "\"streams\": %s, \"kernels\": %s, \"graphs\": %s, "
-          "\"inflight_commands\": %s}}",
+          "{\"name\": %s, \"role\": %s, \"sessions\": %u, \"usage\": %s, "
+          "\"budget\": %s, \"load_kernels\": %s, \"detached_exports\": %u, "
+          "\"detached_export_bytes\": %u}",
           JsonString(t.name()), JsonString(hrx::v1::Role_Name(t.role())),
-          t.sessions(), u.device_bytes(), u.shared_bytes(), u.streams(),
-          u.kernels(), u.graphs(), u.inflight_commands(),
-          LimitJson(b.has_device_bytes(), b.device_bytes()),
-          LimitJson(b.has_shared_bytes(), b.shared_bytes()),
-          LimitJson(b.has_streams(), b.streams()),
-          LimitJson(b.has_kernels(), b.kernels()),
-          LimitJson(b.has_graphs(), b.graphs()),
-          LimitJson(b.has_inflight_commands(), b.inflight_commands()));
+          t.sessions(), UsageJson(t.usage()), BudgetJson(t.budget()),
+          t.load_kernels() ? "true" : "false", t.detached_exports(),
+          t.detached_export_bytes());
     }
     std::printf("%s]\n", out.c_str());
     return kExitOk;
   }
   std::vector<std::vector<std::string>> rows = {
       {"TENANT", "ROLE", "SESSIONS", "DEVICE", "SHARED", "STREAMS", "KERNELS",
-       "INFLIGHT"}};
+       "INFLIGHT", "BUFFERS", "EXPORTS", "CONNECTIONS", "DETACHED"}};
   for (const auto& t : response.tenants()) {
     const auto& b = t.budget();
     const auto& u = t.usage();
@@ -305,7 +317,18 @@ int Tenants(const hrxctl::Target& target, bool json) {
          absl::StrCat(u.kernels()) + " / " +
              Limit(b.has_kernels(), b.kernels(), false),
          absl::StrCat(u.inflight_commands()) + " / " +
-             Limit(b.has_inflight_commands(), b.inflight_commands(), false)});
+             Limit(b.has_inflight_commands(), b.inflight_commands(), false),
+         absl::StrCat(u.buffers()) + " / " +
+             Limit(b.has_buffers(), b.buffers(), false),
+         absl::StrCat(u.exports()) + " / " +
+             Limit(b.has_exports(), b.exports(), false),
+         absl::StrCat(u.connections()) + " / " +
+             Limit(b.has_connections(), b.connections(), false),
+         t.detached_exports() == 0
+             ? std::string("-")
+             : absl::StrCat(t.detached_exports(), " (",
+                            hrx::shared::FormatBytes(t.detached_export_bytes()),
+                            ")")});
   }
   PrintTable(rows);
   return kExitOk;
