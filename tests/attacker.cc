@@ -108,6 +108,16 @@ absl::Status RawCall(const std::shared_ptr<grpc::Channel>& channel,
           &context, request, &response));
 }
 
+// Sessions (and so connections) an attack holds until the hold file exists.
+std::vector<std::unique_ptr<RawSession>>& Held() {
+  static auto* held = new std::vector<std::unique_ptr<RawSession>>();
+  return *held;
+}
+RawSession& Keep(const std::string& socket) {
+  Held().push_back(std::make_unique<RawSession>(socket));
+  return *Held().back();
+}
+
 std::string SessionText(const RawSession& raw) {
   return hrx::shared::FormatWireHandle(
       hrx::client::internal::FromProto(raw.session));
@@ -126,6 +136,7 @@ int Sessions(const std::string& socket, uint64_t count) {
     held.push_back(std::move(raw));
   }
   Say("opened", absl::StrCat(held.size()));
+  for (auto& session : held) Held().push_back(std::move(session));
   Say("refusal", Text(refused));
   return 0;
 }
@@ -152,7 +163,7 @@ int Connections(const std::string& socket, uint64_t count) {
 // Takes objects of one kind until refused.
 int Objects(const std::string& socket, const std::string& kind,
             uint64_t count) {
-  RawSession raw(socket);
+  RawSession& raw = Keep(socket);
   if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
   auto buffer = raw.Allocate(1);
   uint64_t taken = 0;
@@ -180,7 +191,7 @@ int Objects(const std::string& socket, const std::string& kind,
 
 // Loads `code` (read from --kernel while still root); prints the answer.
 int LoadKernel(const std::string& socket, const std::string& code) {
-  RawSession raw(socket);
+  RawSession& raw = Keep(socket);
   if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
   hrx::v1::LoadKernelRequest request;
   request.set_code(code);
@@ -221,7 +232,7 @@ int Drip(const std::string& fd_socket, uint64_t count,
 
 // One Submit of --count empty commands (2 bytes each on the wire).
 int BigBatch(const std::string& socket, uint64_t count) {
-  RawSession raw(socket);
+  RawSession& raw = Keep(socket);
   if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
   auto stream = raw.CreateStream();
   if (!stream.ok()) return Say("stream", Text(stream.status())), 1;
@@ -238,7 +249,7 @@ int BigBatch(const std::string& socket, uint64_t count) {
 
 // Asks for --count reads of 8 MiB on Streams.Open and never reads a reply.
 int UnreadReplies(const std::string& socket, uint64_t count) {
-  RawSession raw(socket);
+  RawSession& raw = Keep(socket);
   if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
   auto buffer = raw.Allocate(8 << 20);
   if (!buffer.ok()) return Say("allocate", Text(buffer.status())), 1;
@@ -312,7 +323,7 @@ int EvilName(const std::string& socket) {
 
 // Imports --grant (an observer must be refused).
 int Import(const std::string& socket, uint64_t grant) {
-  RawSession raw(socket);
+  RawSession& raw = Keep(socket);
   if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
   auto context = raw.Context();
   hrx::v1::ImportRequest request;
@@ -326,7 +337,7 @@ int Import(const std::string& socket, uint64_t grant) {
 // Maps a shared buffer through the side channel, then closes its session
 // and keeps the mapping (the memory stays charged while this process lives).
 int KeepMapping(const std::string& socket, uint64_t bytes) {
-  RawSession raw(socket);
+  RawSession& raw = Keep(socket);
   if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
   auto buffer = raw.Allocate(bytes, hrx::v1::PLACEMENT_SHARED);
   if (!buffer.ok()) return Say("allocate", Text(buffer.status())), 1;

@@ -509,6 +509,64 @@ TEST_F(HostileTest, ClientsRefuseASocketAnotherUserCouldHavePlanted) {
   close(fd);
 }
 
+// Finding 10: with hrxd in a PID namespace of its own, every peer reads as
+// pid 0. Sessions still belong to their connections (another process of
+// the same uid cannot use one, a killed client's session still closes), and
+// no descriptor is handed to a peer whose process hrxd cannot see.
+TEST(HostilePidNamespaceTest, PeersHrxdCannotSeeGetNoDescriptorAndLeaveNothing) {
+  ASSERT_EQ(geteuid(), 0u);
+  const std::string dir = MakeShortTempDir();
+  std::ofstream(dir + "/hrxd.conf") << kConfig;
+  auto daemon = TestDaemon::Start(
+      {"--config=" + dir + "/hrxd.conf", "--socket_mode=0666"}, dir,
+      {"/usr/bin/unshare", "--pid", "--fork", "--kill-child"});
+  ASSERT_THAT(daemon.status(), IsOk());
+  const std::string socket = (*daemon)->socket_path();
+  auto victim = [&](const std::string& scenario,
+                    std::vector<std::string> extra) {
+    std::vector<std::string> argv = {RunfilePath("tests/attacker"),
+                                     "--socket=" + socket,
+                                     absl::StrCat("--uid=", kVictim),
+                                     "--attack=" + scenario};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
+  };
+  const RunResult mapped =
+      RunToCompletion(victim("keep_mapping", {"--count=4096"}), dir);
+  EXPECT_THAT(mapped.out, HasSubstr("redeem: PERMISSION_DENIED "
+                                    "peer_not_visible"));
+  // A client that dies holding objects leaves nothing: its connection's end
+  // closes its session, with no pid to watch.
+  Subprocess holder = Subprocess::Start(
+      victim("buffers", {"--count=10", "--hold=" + dir + "/never"}), dir);
+  for (int i = 0; i < 2000 && holder.Stdout().find("holding: yes") ==
+                                  std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto admin = hrx::v1::Admin::NewStub(client::internal::MakeChannel(socket));
+  auto victim_usage = [&] {
+    grpc::ClientContext context;
+    hrx::v1::ListTenantsResponse response;
+    EXPECT_TRUE(admin->ListTenants(&context, {}, &response).ok());
+    for (const auto& tenant : response.tenants()) {
+      if (tenant.name() == "victim") return tenant.usage();
+    }
+    return hrx::v1::Usage();
+  };
+  EXPECT_EQ(victim_usage().buffers(), 11u) << holder.Stdout() << holder.Stderr();
+  holder.Signal(SIGKILL);
+  holder.Wait();
+  bool released = false;
+  for (int i = 0; i < 200 && !released; ++i) {
+    const hrx::v1::Usage usage = victim_usage();
+    released = usage.buffers() == 0 && usage.sessions() == 0 &&
+               usage.device_bytes() == 0 && usage.connections() == 0;
+    if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(released);
+}
+
 class HostileStopTest : public HostileTest {
  protected:
   std::vector<std::string> ExtraFlags() const override {

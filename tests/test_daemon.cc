@@ -71,7 +71,8 @@ bool WaitUntilServing(const std::string& socket_path, Subprocess* process) {
 }
 
 absl::StatusOr<std::unique_ptr<TestDaemon>> TestDaemon::Start(
-    const std::vector<std::string>& extra_flags, const std::string& dir) {
+    const std::vector<std::string>& extra_flags, const std::string& dir,
+    const std::vector<std::string>& wrapper) {
   const bool owns_dir = dir.empty();
   const std::string where = owns_dir ? MakeShortTempDir() : dir;
   const std::string socket_path = absl::StrCat(where, "/hrxd.sock");
@@ -80,6 +81,7 @@ absl::StatusOr<std::unique_ptr<TestDaemon>> TestDaemon::Start(
                                    absl::StrCat("--backend=", TestBackend()),
                                    "--log-level=warn"};
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+  argv.insert(argv.begin(), wrapper.begin(), wrapper.end());
   auto process = std::make_unique<Subprocess>(Subprocess::Start(argv, where));
   if (!WaitUntilServing(socket_path, process.get())) {
     process->Signal(SIGKILL);

@@ -23,9 +23,12 @@ class TestDaemon {
  public:
   // Starts //daemon:hrxd on `dir`/hrxd.sock (a fresh short temp directory
   // when `dir` is empty) and waits until it answers a status call.
+  // With `wrapper`, the daemon runs as its last argument (e.g. under
+  // unshare); process() is then the wrapper.
   static absl::StatusOr<std::unique_ptr<TestDaemon>> Start(
       const std::vector<std::string>& extra_flags = {},
-      const std::string& dir = "");
+      const std::string& dir = "",
+      const std::vector<std::string>& wrapper = {});
   ~TestDaemon();  // SIGKILLs a daemon still running, removes the directory
 
   const std::string& socket_path() const { return socket_path_; }
