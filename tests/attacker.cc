@@ -173,6 +173,13 @@ int Objects(const std::string& socket, const std::string& kind,
       refused = raw.Allocate(1).status();
     } else if (kind == "streams") {
       refused = raw.CreateStream().status();
+    } else if (kind == "events") {
+      static auto stream = raw.CreateStream();
+      if (!stream.ok()) return Say("stream", Text(stream.status())), 1;
+      hrx::v1::SubmitRequest request;
+      *request.mutable_stream() = *stream;
+      request.add_commands()->mutable_record_event()->set_event(taken + 1);
+      refused = raw.Submit(request);
     } else if (kind == "exports") {
       if (!buffer.ok()) return Say("allocate", Text(buffer.status())), 1;
       auto context = raw.Context();
@@ -384,7 +391,8 @@ int main(int argc, char** argv) {
   int code = 2;
   if (attack == "sessions") code = Sessions(socket, count);
   if (attack == "connections") code = Connections(socket, count);
-  if (attack == "buffers" || attack == "streams" || attack == "exports") {
+  if (attack == "buffers" || attack == "streams" || attack == "exports" ||
+      attack == "events") {
     code = Objects(socket, attack, count);
   }
   if (attack == "kernel") code = LoadKernel(socket, kernel_code);

@@ -58,6 +58,7 @@ tenants {
     streams: 16
     buffers: 64
     exports: 32
+    events: 16
   }
 }
 tenants {
@@ -182,7 +183,8 @@ class HostileTest : public ::testing::Test {
            usage.streams() == 0 && usage.kernels() == 0 &&
            usage.graphs() == 0 && usage.inflight_commands() == 0 &&
            usage.sessions() == 0 && usage.buffers() == 0 &&
-           usage.exports() == 0 && usage.connections() == 0;
+           usage.exports() == 0 && usage.connections() == 0 &&
+           usage.events() == 0;
   }
 
   // Polls until `tenant` uses nothing and the daemon holds no more
@@ -272,6 +274,7 @@ TEST_F(HostileTest, FloodsStopAtTheTenantsCeilingsAndDieWithTheFlooder) {
       {"buffers", "buffers budget of 64"},
       {"streams", "streams budget of 16"},
       {"exports", "exports budget of 32"},
+      {"events", "events budget of 16"},
   };
   for (const auto& [attack, ceiling] : floods) {
     SCOPED_TRACE(attack);

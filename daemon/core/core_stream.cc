@@ -164,7 +164,10 @@ void Core::StartSubmitLocked(const std::shared_ptr<SubmitJob>& job,
   }
   job->plan = planner.Take();
   // Reserve the recorded ids now; the fences are filled in as enqueued.
-  for (uint64_t event : job->plan.recorded_events) s.events[event] = EventEntry{};
+  for (size_t i = 0; i < job->plan.recorded_events.size(); ++i) {
+    s.events[job->plan.recorded_events[i]] =
+        EventEntry{nullptr, 0, std::move(job->plan.event_charges[i])};
+  }
   ContinueSubmitLocked(job, after);
 }
 
@@ -221,7 +224,9 @@ void Core::ContinueSubmitLocked(const std::shared_ptr<SubmitJob>& job,
       fence = queue.EnqueueCopy(upload->dst, upload->offset, staging, 0, size);
       if (fence.ok()) target.staging.AddPending(std::move(staging), *fence);
     } else if (auto* record = std::get_if<PreparedRecord>(&step)) {
-      s.events[record->event] = EventEntry{&queue, target.published};
+      EventEntry& recorded = s.events[record->event];  // keeps its charge
+      recorded.queue = &queue;
+      recorded.fence = target.published;
       continue;
     } else if (auto* wait = std::get_if<PreparedWait>(&step)) {
       if (wait->queue == nullptr || wait->queue->completed() >= wait->fence) {

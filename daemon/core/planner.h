@@ -80,6 +80,7 @@ inline absl::StatusOr<ResolvedView> Resolve(Session& session, const ViewRef& vie
 struct Plan {
   std::vector<Prepared> steps;
   std::vector<uint64_t> recorded_events;
+  std::vector<ChargeRef> event_charges;  // one per recorded event
 };
 
 class Planner {
@@ -193,7 +194,14 @@ class Planner {
           Label(prefix_, i, count_, "record_event", ""), session_.events.size(),
           kMaxEventsPerSession));
     }
+    // Live event ids are counted per tenant (each holds a table entry).
+    HRX_ASSIGN_OR_RETURN(
+        ChargeRef charge,
+        session_.tenant->Reserve(
+            Resource::kEvents, 1,
+            Label(prefix_, i, count_, "record_event", ""), session_.Who()));
     plan_.recorded_events.push_back(record.event);
+    plan_.event_charges.push_back(std::move(charge));
     plan_.steps.push_back(PreparedRecord{record.event});
     return absl::OkStatus();
   }

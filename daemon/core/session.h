@@ -86,6 +86,7 @@ struct StreamEntry {
 struct EventEntry {
   backend::Queue* queue = nullptr;
   backend::Fence fence = 0;
+  ChargeRef charge;  // the tenant's events ceiling, while the id is live
 };
 
 struct GraphExecEntry {

@@ -52,7 +52,7 @@ std::string_view ResourceName(Resource resource) {
   static constexpr std::string_view kNames[kResourceCount] = {
       "device_bytes", "shared_bytes", "streams", "kernels",
       "graphs",       "inflight_commands", "sessions", "buffers",
-      "exports",      "connections"};
+      "exports",      "connections", "events"};
   return kNames[static_cast<size_t>(resource)];
 }
 
@@ -65,6 +65,7 @@ std::optional<uint64_t> DefaultLimit(Resource resource) {
     case Resource::kBuffers: return kDefaultBuffersPerTenant;
     case Resource::kExports: return kDefaultExportsPerTenant;
     case Resource::kConnections: return kDefaultConnectionsPerTenant;
+    case Resource::kEvents: return kDefaultEventsPerTenant;
     default: return std::nullopt;
   }
 }
