@@ -108,6 +108,24 @@ TEST_F(StreamOrderingTest, SubmissionPollsWithoutWaitingAndCompletes) {
   EXPECT_TRUE(Yes(stream_->Submit().IsComplete()));
 }
 
+// Each blocking read through the shared staging region is a batch (the copy
+// into the region) followed at once by a sync: the sync must never overtake
+// the batch. (It once could, when the sync's read was started by an earlier
+// request's completion while the batch was still being enqueued; the
+// stale region then showed the previous bytes.)
+TEST_F(StreamOrderingTest, ASyncNeverOvertakesTheBatchBeforeIt) {
+  constexpr uint64_t kBytes = 256 << 10;  // above the shared threshold
+  Buffer buffer = Allocate(*stream_, kBytes);
+  std::vector<uint8_t> bytes(kBytes);
+  for (int round = 0; round < 300; ++round) {
+    const uint8_t value = static_cast<uint8_t>(round * 7 + 1);
+    ASSERT_THAT(stream_->Fill(buffer.Binding(), value), IsOk());
+    ASSERT_THAT(stream_->ReadBlocking(buffer.Binding(), bytes), IsOk());
+    ASSERT_EQ(bytes.front(), value) << "round " << round;
+    ASSERT_EQ(bytes.back(), value) << "round " << round;
+  }
+}
+
 class SingleQueueTest : public ClientFixture {
   std::vector<std::string> DaemonFlags() const override {
     return {"--queue_count=1"};
