@@ -197,7 +197,10 @@ absl::Status Run(const DaemonOptions& options) {
     HRX_ASSIGN_OR_RETURN(metrics,
                          MetricsServer::Start(options.metrics_address, *core,
                                               options.metrics_tenants));
-    log->info("metrics on http://{}/metrics", options.metrics_address);
+    log->info("metrics on http://{}/metrics",
+              options.metrics_address.find(':') == std::string::npos
+                  ? "127.0.0.1:" + options.metrics_address
+                  : options.metrics_address);
   }
 
   log->info("hrxd listening on unix:{}{} (backend {}, device \"{}\", target "

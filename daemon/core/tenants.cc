@@ -123,7 +123,10 @@ absl::StatusOr<ChargeRef> Tenant::Reserve(Resource resource, uint64_t amount,
           "budget of %s (in use %s, asked %s). Fix: release what the tenant "
           "no longer needs, or have an admin raise its %s (hrxctl budget "
           "set).",
-          what, name_, who, Amount(resource, used + amount),
+          what, name_, who,
+          // Saturating: an ask near 2^64 must not wrap in the message.
+          Amount(resource, amount > ~uint64_t{0} - used ? ~uint64_t{0}
+                                                        : used + amount),
           ResourceName(resource), Amount(resource, *ceiling),
           Amount(resource, used), Amount(resource, amount),
           ResourceName(resource)));

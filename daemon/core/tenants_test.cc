@@ -138,6 +138,10 @@ TEST(TenantRegistryTest, ReservesUpToTheCeilingAndReleasesOnDrop) {
   first->reset();
   EXPECT_EQ(ml->usage()[0], 1u << 19);
   EXPECT_THAT(ml->Reserve(Resource::kDeviceBytes, 1, "t", "u").status(), IsOk());
+  // An ask near 2^64 is refused, and its message does not wrap.
+  EXPECT_THAT(ml->Reserve(Resource::kDeviceBytes, ~uint64_t{0}, "huge", "u"),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("(18446744073709551615 bytes) of its")));
   // Unlimited resources never refuse.
   EXPECT_THAT(ml->Reserve(Resource::kInflightCommands, 1 << 30, "t", "u").status(),
               IsOk());
