@@ -173,6 +173,15 @@ int Objects(const std::string& socket, const std::string& kind,
       refused = raw.Allocate(1).status();
     } else if (kind == "streams") {
       refused = raw.CreateStream().status();
+    } else if (kind == "grants") {
+      if (!buffer.ok()) return Say("allocate", Text(buffer.status())), 1;
+      auto context = raw.Context();
+      hrx::v1::GrantRequest request;
+      *request.mutable_buffer() = *buffer;
+      request.set_tenant("mallory");
+      hrx::v1::GrantResponse response;
+      refused = hrx::shared::FromGrpcStatus(
+          raw.buffers->Grant(context.get(), request, &response));
     } else if (kind == "events") {
       static auto stream = raw.CreateStream();
       if (!stream.ok()) return Say("stream", Text(stream.status())), 1;
@@ -392,7 +401,7 @@ int main(int argc, char** argv) {
   if (attack == "sessions") code = Sessions(socket, count);
   if (attack == "connections") code = Connections(socket, count);
   if (attack == "buffers" || attack == "streams" || attack == "exports" ||
-      attack == "events") {
+      attack == "events" || attack == "grants") {
     code = Objects(socket, attack, count);
   }
   if (attack == "kernel") code = LoadKernel(socket, kernel_code);

@@ -59,6 +59,7 @@ tenants {
     buffers: 64
     exports: 32
     events: 16
+    grants: 16
   }
 }
 tenants {
@@ -184,7 +185,7 @@ class HostileTest : public ::testing::Test {
            usage.graphs() == 0 && usage.inflight_commands() == 0 &&
            usage.sessions() == 0 && usage.buffers() == 0 &&
            usage.exports() == 0 && usage.connections() == 0 &&
-           usage.events() == 0;
+           usage.events() == 0 && usage.grants() == 0;
   }
 
   // Polls until `tenant` uses nothing and the daemon holds no more
@@ -275,6 +276,7 @@ TEST_F(HostileTest, FloodsStopAtTheTenantsCeilingsAndDieWithTheFlooder) {
       {"streams", "streams budget of 16"},
       {"exports", "exports budget of 32"},
       {"events", "events budget of 16"},
+      {"grants", "grants budget of 16"},
   };
   for (const auto& [attack, ceiling] : floods) {
     SCOPED_TRACE(attack);

@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "shared/bytes.h"
+#include "shared/quote.h"
 #include "daemon/core/session.h"
 #include "shared/status_macros.h"
 
@@ -486,9 +487,9 @@ absl::Status Core::SetBudget(const std::string& tenant, const Limits& limits) {
   std::shared_ptr<Tenant> found = tenants_->Find(tenant);
   if (found == nullptr) {
     return absl::NotFoundError(absl::StrFormat(
-        "unknown_tenant: set budget: there is no tenant \"%s\". Fix: use a "
+        "unknown_tenant: set budget: there is no tenant %s. Fix: use a "
         "name from hrxctl tenants.",
-        tenant));
+        shared::QuoteForMessage(tenant)));
   }
   found->SetLimits(limits);
   return absl::OkStatus();
@@ -642,10 +643,19 @@ absl::StatusOr<uint64_t> Core::Grant(uint64_t session, uint64_t buffer,
   }
   if (!tenant.empty() && tenants_->Find(tenant) == nullptr) {
     return absl::NotFoundError(absl::StrFormat(
-        "unknown_tenant: grant buffer: there is no tenant \"%s\". Fix: use a "
+        "unknown_tenant: grant buffer: there is no tenant %s. Fix: use a "
         "name from hrxctl tenants.",
-        tenant));
+        shared::QuoteForMessage(tenant)));
   }
+  if (grantee_session != 0 && !FindSession(grantee_session).ok()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "unknown_session: grant buffer: there is no open session %016x. Fix: "
+        "grant to a session that is open (or to its tenant).",
+        grantee_session));
+  }
+  HRX_ASSIGN_OR_RETURN(
+      ChargeRef charge,
+      owner->tenant->Reserve(Resource::kGrants, 1, "grant buffer", owner->Who()));
   MemoryRef memory;
   {
     absl::MutexLock lock(&owner->mu);
@@ -658,7 +668,8 @@ absl::StatusOr<uint64_t> Core::Grant(uint64_t session, uint64_t buffer,
     HRX_CHECK(getrandom(&id, sizeof(id), 0) == sizeof(id));
   }
   absl::MutexLock lock(&mu_);
-  grants_[id] = GrantEntry{session, std::move(memory), tenant, grantee_session};
+  grants_[id] = GrantEntry{session, std::move(memory), tenant, grantee_session,
+                           std::move(charge)};
   return id;
 }
 

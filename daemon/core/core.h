@@ -287,6 +287,7 @@ class Core {
     backend::MemoryRef memory;
     std::string tenant;         // grantee tenant, or
     uint64_t grantee_session;   // grantee session
+    ChargeRef charge;           // the owner tenant's grants ceiling
   };
   absl::flat_hash_map<uint64_t, GrantEntry> grants_ ABSL_GUARDED_BY(mu_);
   struct TicketEntry {

@@ -52,7 +52,7 @@ std::string_view ResourceName(Resource resource) {
   static constexpr std::string_view kNames[kResourceCount] = {
       "device_bytes", "shared_bytes", "streams", "kernels",
       "graphs",       "inflight_commands", "sessions", "buffers",
-      "exports",      "connections", "events"};
+      "exports",      "connections", "events", "grants"};
   return kNames[static_cast<size_t>(resource)];
 }
 
@@ -66,6 +66,7 @@ std::optional<uint64_t> DefaultLimit(Resource resource) {
     case Resource::kExports: return kDefaultExportsPerTenant;
     case Resource::kConnections: return kDefaultConnectionsPerTenant;
     case Resource::kEvents: return kDefaultEventsPerTenant;
+    case Resource::kGrants: return kDefaultGrantsPerTenant;
     default: return std::nullopt;
   }
 }

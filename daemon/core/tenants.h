@@ -39,8 +39,9 @@ enum class Resource : uint8_t {
   kExports,
   kConnections,
   kEvents,
+  kGrants,
 };
-inline constexpr size_t kResourceCount = 11;
+inline constexpr size_t kResourceCount = 12;
 // "device_bytes", ...: the field's name in hrx.v1.Budget and hrx.v1.Usage.
 std::string_view ResourceName(Resource resource);
 
@@ -60,6 +61,7 @@ inline constexpr uint64_t kDefaultBuffersPerTenant = 4096;
 inline constexpr uint64_t kDefaultExportsPerTenant = 1024;
 inline constexpr uint64_t kDefaultConnectionsPerTenant = 128;
 inline constexpr uint64_t kDefaultEventsPerTenant = 65536;
+inline constexpr uint64_t kDefaultGrantsPerTenant = 1024;
 std::optional<uint64_t> DefaultLimit(Resource resource);
 
 // A budget's ceilings, with the defaults above for object ceilings it
