@@ -263,26 +263,35 @@ int BigBatch(const std::string& socket, uint64_t count) {
   return 0;
 }
 
-// Asks for --count reads of 8 MiB on Streams.Open and never reads a reply.
-int UnreadReplies(const std::string& socket, uint64_t count) {
+// On each of --calls Streams.Open calls, asks for --count reads of 8 MiB
+// and never reads a reply.
+int UnreadReplies(const std::string& socket, uint64_t calls, uint64_t count) {
   RawSession& raw = Keep(socket);
   if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
   auto buffer = raw.Allocate(8 << 20);
   if (!buffer.ok()) return Say("allocate", Text(buffer.status())), 1;
-  auto context = raw.Context();
-  auto call = raw.streams->Open(context.get());
-  hrx::v1::StreamRequest open;
-  open.mutable_open();
-  call->Write(open);
-  for (uint64_t i = 0; i < count; ++i) {
-    hrx::v1::StreamRequest read;
-    read.set_token(i + 1);
-    *read.mutable_read()->mutable_buffer() = *buffer;
-    read.mutable_read()->set_length(8 << 20);
-    if (!call->Write(read)) break;
-    Say("wrote", absl::StrCat(i + 1));
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<
+      grpc::ClientReaderWriter<hrx::v1::StreamRequest, hrx::v1::StreamReply>>>
+      open_calls;
+  uint64_t wrote = 0;
+  for (uint64_t c = 0; c < calls; ++c) {
+    contexts.push_back(raw.Context());
+    open_calls.push_back(raw.streams->Open(contexts.back().get()));
+    auto& call = *open_calls.back();
+    hrx::v1::StreamRequest open;
+    open.mutable_open();
+    call.Write(open);
+    for (uint64_t i = 0; i < count; ++i) {
+      hrx::v1::StreamRequest read;
+      read.set_token(i + 1);
+      *read.mutable_read()->mutable_buffer() = *buffer;
+      read.mutable_read()->set_length(8 << 20);
+      if (!call.Write(read)) break;
+      ++wrote;
+    }
   }
-  Say("writes_done", "yes");
+  Say("wrote", absl::StrCat(wrote));
   while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
@@ -407,7 +416,9 @@ int main(int argc, char** argv) {
   if (attack == "kernel") code = LoadKernel(socket, kernel_code);
   if (attack == "drip") return Drip(socket + ".fds", count, hold);
   if (attack == "big_batch") code = BigBatch(socket, count);
-  if (attack == "unread_replies") code = UnreadReplies(socket, count);
+  if (attack == "unread_replies") {
+    code = UnreadReplies(socket, Number(argc, argv, "calls", 1), count);
+  }
   if (attack == "forge") code = Forge(socket, count);
   if (attack == "evil_name") code = EvilName(socket);
   if (attack == "import") code = Import(socket, Number(argc, argv, "grant", 0));

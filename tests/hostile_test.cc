@@ -60,6 +60,7 @@ tenants {
     exports: 32
     events: 16
     grants: 16
+    reply_bytes: 67108864
   }
 }
 tenants {
@@ -315,12 +316,21 @@ TEST_F(HostileTest, RequestsCostTheDaemonNoMoreThanTheirBoundedShape) {
   EXPECT_THAT(big.out, AllOf(HasSubstr("request_bytes: 140000"),
                              HasSubstr("submit: INVALID_ARGUMENT "
                                        "request_too_complex")));
-  Subprocess unread = Attack(kMallory, "unread_replies", {"--count=400"});
-  ASSERT_TRUE(WaitForOutput(unread, "wrote: 20")) << unread.Stderr();
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  // 12 calls, each asking for 40 reads of 8 MiB that it never takes: 3.75
+  // GiB if nothing held them back; each call stops being read at 16 MiB
+  // owed, and the tenant's reply_bytes ceiling (64 MiB here) bounds them all.
+  Subprocess unread = Attack(kMallory, "unread_replies",
+                             {"--calls=12", "--count=40"});
+  ASSERT_TRUE(WaitForOutput(unread, "wrote: 480")) << unread.Stderr();
+  for (int i = 0; i < 100 && Tenant("mallory").usage().reply_bytes() <
+                                 (uint64_t{56} << 20);
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_LE(Tenant("mallory").usage().reply_bytes(), uint64_t{64} << 20);
   const uint64_t grown = DaemonRssBytes() - std::min(before, DaemonRssBytes());
-  // Decoding the batch would take ~700 MiB; 400 unread 8 MiB replies 3.2 GiB.
-  EXPECT_LT(grown, uint64_t{160} << 20) << "daemon RSS grew by " << grown;
+  // Decoding the batch would take ~700 MiB; the unread replies 3.75 GiB.
+  EXPECT_LT(grown, uint64_t{200} << 20) << "daemon RSS grew by " << grown;
   ExpectBystanderUnharmed("with a client that never reads its replies");
   unread.Signal(SIGKILL);
   unread.Wait();

@@ -218,6 +218,11 @@ class Core {
   // Completes after everything submitted to the stream so far; reports (and
   // clears) a deferred refusal first.
   void Synchronize(uint64_t session, uint64_t stream, DoneCallback done);
+  // A hold on `bytes` of the session's tenant's reply_bytes ceiling, for a
+  // read's reply from before it is made until the client has taken it.
+  // RESOURCE_EXHAUSTED "budget_exhausted" past the ceiling: the tenant's
+  // clients are not reading what they asked for.
+  absl::StatusOr<ChargeRef> ReserveReplyBytes(uint64_t session, uint64_t bytes);
   // Fills `*out` (which must outlive `done`) with the view's bytes, ordered
   // after earlier work on the stream.
   void Read(uint64_t session, uint64_t stream, const ViewRef& src,

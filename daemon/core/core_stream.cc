@@ -1,6 +1,7 @@
 // Core's ordered command path: Submit's two phases (check everything, then
 // enqueue), upload staging, the command caches, and the synchronisation
 // points that report deferred refusals and reclaim staging.
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <string>
@@ -326,6 +327,14 @@ void Core::Synchronize(uint64_t session, uint64_t stream, DoneCallback done) {
         after);
   }
   RunDeferred(after);
+}
+
+absl::StatusOr<ChargeRef> Core::ReserveReplyBytes(uint64_t session,
+                                                  uint64_t bytes) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
+  return owner->tenant->Reserve(
+      Resource::kReplyBytes, std::min(bytes, kMaxInlineReadBytes),
+      absl::StrFormat("read %s", shared::FormatBytes(bytes)), owner->Who());
 }
 
 void Core::Read(uint64_t session, uint64_t stream, const ViewRef& src,

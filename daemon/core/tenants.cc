@@ -18,7 +18,8 @@ namespace {
 using google::protobuf::TextFormat;
 
 std::string Amount(Resource resource, uint64_t value) {
-  if (resource == Resource::kDeviceBytes || resource == Resource::kSharedBytes) {
+  if (resource == Resource::kDeviceBytes || resource == Resource::kSharedBytes ||
+      resource == Resource::kReplyBytes) {
     return absl::StrFormat("%s (%u bytes)", shared::FormatBytes(value), value);
   }
   return absl::StrFormat("%u", value);
@@ -52,7 +53,7 @@ std::string_view ResourceName(Resource resource) {
   static constexpr std::string_view kNames[kResourceCount] = {
       "device_bytes", "shared_bytes", "streams", "kernels",
       "graphs",       "inflight_commands", "sessions", "buffers",
-      "exports",      "connections", "events", "grants"};
+      "exports",      "connections", "events", "grants", "reply_bytes"};
   return kNames[static_cast<size_t>(resource)];
 }
 
@@ -67,6 +68,7 @@ std::optional<uint64_t> DefaultLimit(Resource resource) {
     case Resource::kConnections: return kDefaultConnectionsPerTenant;
     case Resource::kEvents: return kDefaultEventsPerTenant;
     case Resource::kGrants: return kDefaultGrantsPerTenant;
+    case Resource::kReplyBytes: return kDefaultReplyBytesPerTenant;
     default: return std::nullopt;
   }
 }

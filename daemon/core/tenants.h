@@ -40,8 +40,9 @@ enum class Resource : uint8_t {
   kConnections,
   kEvents,
   kGrants,
+  kReplyBytes,
 };
-inline constexpr size_t kResourceCount = 12;
+inline constexpr size_t kResourceCount = 13;
 // "device_bytes", ...: the field's name in hrx.v1.Budget and hrx.v1.Usage.
 std::string_view ResourceName(Resource resource);
 
@@ -50,9 +51,10 @@ using Limits = std::array<std::optional<uint64_t>, kResourceCount>;
 using UsageCounts = std::array<uint64_t, kResourceCount>;
 
 // Object ceilings a tenant gets when its budget leaves them out, so that no
-// tenant (the default one included) can exhaust the daemon by count. Bytes
-// and in-flight commands have no default (they are bounded by the device
-// and by the other ceilings). docs/limits.md lists them.
+// tenant (the default one included) can exhaust the daemon by count, and
+// the reply bytes it may leave unread. Device and shared bytes and
+// in-flight commands have no default (they are bounded by the device and
+// by the other ceilings). docs/limits.md lists them.
 inline constexpr uint64_t kDefaultSessionsPerTenant = 64;
 inline constexpr uint64_t kDefaultStreamsPerTenant = 256;
 inline constexpr uint64_t kDefaultKernelsPerTenant = 256;
@@ -62,6 +64,7 @@ inline constexpr uint64_t kDefaultExportsPerTenant = 1024;
 inline constexpr uint64_t kDefaultConnectionsPerTenant = 128;
 inline constexpr uint64_t kDefaultEventsPerTenant = 65536;
 inline constexpr uint64_t kDefaultGrantsPerTenant = 1024;
+inline constexpr uint64_t kDefaultReplyBytesPerTenant = uint64_t{256} << 20;
 std::optional<uint64_t> DefaultLimit(Resource resource);
 
 // A budget's ceilings, with the defaults above for object ceilings it

@@ -26,6 +26,16 @@ grpc::ServerUnaryReactor* Finish(Core& core,
   return reactor;
 }
 
+// A unary reactor that keeps a charge until the call is done.
+class HoldingReactor final : public grpc::ServerUnaryReactor {
+ public:
+  explicit HoldingReactor(ChargeRef hold) : hold_(std::move(hold)) {}
+  void OnDone() override { delete this; }
+
+ private:
+  ChargeRef hold_;
+};
+
 // A completion for Core's asynchronous methods that finishes the call.
 DoneCallback FinishLater(Core& core, grpc::ServerUnaryReactor* reactor) {
   return [&core, reactor](absl::Status status) {
@@ -370,7 +380,11 @@ grpc::ServerUnaryReactor* StreamsService::Read(
   if (!stream.ok()) return Finish(core_, context, stream.status());
   auto src = caller->View(request->src(), "read src");
   if (!src.ok()) return Finish(core_, context, src.status());
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // The tenant's reply_bytes ceiling holds until the call is done (the
+  // client has taken the reply, or the call ended).
+  auto hold = core_.ReserveReplyBytes(session, src->length);
+  if (!hold.ok()) return Finish(core_, context, hold.status());
+  auto* reactor = new HoldingReactor(*std::move(hold));
   // The response outlives the read: gRPC keeps it until Finish.
   core_.Read(session, *stream, *src, response->mutable_data(),
              FinishLater(core_, reactor));

@@ -195,16 +195,24 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
         Send(NewReply(token, src.status()));
         return true;
       }
+      // The tenant's reply_bytes ceiling holds until the client has taken
+      // the reply: many calls that never read cannot add up without bound.
+      auto hold = core_.ReserveReplyBytes(session_, src->length);
+      if (!hold.ok()) {
+        Send(NewReply(token, hold.status()));
+        return true;
+      }
       Reply reply = NewReply(token);
       const uint64_t owed = std::min(src->length, kMaxInlineReadBytes);
       Begin(owed);
       core_.Read(session_, stream_, *src, reply->mutable_data(),
-                 [this, reply, owed](absl::Status status) {
+                 [this, reply, owed, hold = *std::move(hold)](
+                     absl::Status status) {
                    if (!status.ok()) {
                      reply->clear_data();
                      SetStatus(*reply, status);
                    }
-                   Complete(reply, owed);
+                   Complete(reply, owed, hold);
                  });
       return true;
     }
@@ -263,8 +271,8 @@ void StreamReactor::Begin(uint64_t bytes) {
   owed_bytes_ += bytes;
 }
 
-void StreamReactor::Complete(Reply reply, uint64_t bytes) {
-  if (reply != nullptr) Send(std::move(reply));
+void StreamReactor::Complete(Reply reply, uint64_t bytes, ChargeRef hold) {
+  if (reply != nullptr) Send(std::move(reply), std::move(hold));
   absl::MutexLock lock(&mu_);
   --outstanding_;
   owed_bytes_ -= bytes;
@@ -272,13 +280,14 @@ void StreamReactor::Complete(Reply reply, uint64_t bytes) {
   MaybeFinishLocked();
 }
 
-void StreamReactor::Send(Reply reply) {
+void StreamReactor::Send(Reply reply, ChargeRef hold) {
   if (reply->code() != 0) {
     core_.CountRefusal(absl::Status(static_cast<absl::StatusCode>(reply->code()),
                                     reply->message()));
   }
   Outgoing outgoing;
   outgoing.data_bytes = reply->data().size();
+  outgoing.hold = std::move(hold);
   SerializeInto(*reply, &outgoing.wire);
   absl::MutexLock lock(&mu_);
   if (cancelled_ || finished_) return;

@@ -56,11 +56,12 @@ class StreamReactor final
   // suspended batch) that resumes it.
   bool Handle(const hrx::v1::StreamRequest& request);
   // Queues a reply for writing; safe from any thread.
-  void Send(Reply reply);
+  // `hold` (a reply_bytes charge) is kept until the reply is written.
+  void Send(Reply reply, ChargeRef hold = nullptr);
   // Starts an asynchronous core operation owing `bytes` of reply data;
   // Complete ends it.
   void Begin(uint64_t bytes = 0);
-  void Complete(Reply reply, uint64_t bytes = 0);
+  void Complete(Reply reply, uint64_t bytes = 0, ChargeRef hold = nullptr);
   // Reads the next request if nothing holds reading back.
   void MaybeReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -78,6 +79,7 @@ class StreamReactor final
   struct Outgoing {
     grpc::ByteBuffer wire;
     uint64_t data_bytes = 0;
+    ChargeRef hold;  // released once the client has taken the reply
   };
 
   absl::Mutex mu_;
