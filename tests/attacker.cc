@@ -390,6 +390,53 @@ int KeepMapping(const std::string& socket, uint64_t bytes) {
   return 0;  // holds the mapping (and the descriptor) until released
 }
 
+// Maps a shared buffer, tells the daemon it released the mapping (a lie),
+// forks a child that keeps the descriptor and the mapping until the hold
+// file exists, and exits: the redeeming process and its session are gone,
+// the pages are not.
+int ForkHolder(const std::string& socket, uint64_t bytes,
+               const std::string& hold) {
+  RawSession& raw = Keep(socket);
+  if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
+  auto buffer = raw.Allocate(bytes, hrx::v1::PLACEMENT_SHARED);
+  if (!buffer.ok()) return Say("allocate", Text(buffer.status())), 1;
+  hrx::v1::ExportResponse exported;
+  {
+    auto context = raw.Context();
+    hrx::v1::ExportRequest request;
+    *request.mutable_buffer() = *buffer;
+    request.set_kind(hrx::v1::HANDLE_KIND_SHM);
+    const absl::Status status = hrx::shared::FromGrpcStatus(
+        raw.buffers->Export(context.get(), request, &exported));
+    if (!status.ok()) return Say("export", Text(status)), 1;
+  }
+  auto fd = hrx::client::internal::RedeemTicket(exported.fd_socket(),
+                                                exported.ticket());
+  if (!fd.ok()) return Say("redeem", Text(fd.status())), 1;
+  void* mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                      fd->get(), static_cast<off_t>(exported.offset()));
+  if (mapped == MAP_FAILED) return Say("map", "failed"), 1;
+  {
+    auto context = raw.Context();
+    hrx::v1::ReleaseExportRequest request;
+    request.set_export_id(exported.export_id());
+    hrx::v1::ReleaseExportResponse response;
+    Say("release", Text(hrx::shared::FromGrpcStatus(raw.buffers->ReleaseExport(
+                       context.get(), request, &response))));
+  }
+  const pid_t child = fork();
+  if (child == 0) {
+    static_cast<volatile uint8_t*>(mapped)[0] = 7;  // still writable
+    struct stat info {};
+    while (stat(hold.c_str(), &info) != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    _exit(0);
+  }
+  Say("child", absl::StrCat(child));
+  _exit(0);  // the redeeming process is gone at once
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -423,6 +470,7 @@ int main(int argc, char** argv) {
   if (attack == "evil_name") code = EvilName(socket);
   if (attack == "import") code = Import(socket, Number(argc, argv, "grant", 0));
   if (attack == "keep_mapping") code = KeepMapping(socket, count);
+  if (attack == "fork_holder") return ForkHolder(socket, count, hold);
   if (code == 2) Say("error", "unknown attack " + attack);
   if (code == 0 && !hold.empty()) Hold(hold);
   return code;

@@ -398,6 +398,29 @@ TEST_F(HostileTest, AMappingKeptPastItsSessionStaysChargedUntilItsProcessEnds) {
   EXPECT_EQ(Tenant("victim").detached_exports(), 0u);
 }
 
+// Finding 8, as an independent attack run found it: the process that
+// redeemed a descriptor releases its export (a lie), forks a child that keeps
+// the descriptor and the mapping, and exits. The memory stays charged until
+// the last description is gone, however it moved.
+TEST_F(HostileTest, ADescriptorPassedToAChildStaysChargedUntilTheChildLetsGo) {
+  const RunResult parent = AttackToCompletion(
+      kVictim, "fork_holder", {"--count=4194304", "--hold=" + HoldFile()});
+  ASSERT_EQ(parent.exit_code, 0) << parent.out << parent.err;
+  ASSERT_THAT(parent.out, AllOf(HasSubstr("release: OK"), HasSubstr("child: ")));
+  bool session_gone = false;
+  for (int i = 0; i < 200 && !session_gone; ++i) {
+    session_gone = Tenant("victim").sessions() == 0;
+    if (!session_gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(session_gone);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // 2 sweeps
+  const hrx::v1::TenantInfo held = Tenant("victim");
+  EXPECT_EQ(held.usage().shared_bytes(), 4194304u);
+  EXPECT_EQ(held.detached_exports(), 1u);
+  Release();  // the child lets go and exits
+  EXPECT_TRUE(BackToBaseline("victim"));
+}
+
 // Findings 2 and 10: a session belongs to its connection. The same process
 // (same uid, same pid) on another connection cannot use it, and the
 // connection's end closes it with no process to watch.

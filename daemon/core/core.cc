@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "shared/bytes.h"
 #include "shared/quote.h"
+#include "daemon/core/descriptor_holds.h"
 #include "daemon/core/session.h"
 #include "shared/status_macros.h"
 
@@ -84,6 +85,7 @@ Core::Core(std::unique_ptr<backend::Backend> backend,
       started_(absl::Now()),
       queues_(*backend_, options.queue_count),
       remote_session_lease_(options.remote_session_lease),
+      track_descriptions_(ExportDescriptionsCanBeTracked()),
       watcher_(std::make_unique<ProcessWatcher>(
           [this](pid_t pid) { ProcessExited(pid); })) {
   if (options.housekeeping_interval > absl::ZeroDuration()) {
@@ -168,6 +170,7 @@ void Core::SweepTicketsLocked(absl::Time now) {
 }
 
 void Core::Housekeep(absl::Time now) {
+  ProbeLingering();
   std::vector<uint64_t> lapsed;
   {
     absl::MutexLock lock(&mu_);
@@ -187,15 +190,49 @@ void Core::Housekeep(absl::Time now) {
 
 Core::DetachedExports Core::detached_exports(const std::string& tenant) const {
   DetachedExports total;
+  auto add = [&](const Detached& detached) {
+    if (detached.tenant != tenant) return;
+    ++total.count;
+    total.bytes += detached.entry.memory->size();
+  };
   absl::MutexLock lock(&mu_);
+  for (const Detached& detached : lingering_) add(detached);
   for (const auto& [pid, list] : detached_) {
-    for (const Detached& detached : list) {
-      if (detached.tenant != tenant) continue;
-      ++total.count;
-      total.bytes += detached.entry.memory->size();
-    }
+    for (const Detached& detached : list) add(detached);
   }
   return total;
+}
+
+void Core::Retire(ExportEntry entry, const std::string& tenant, pid_t pid) {
+  if (entry.tracked) {
+    if (ExportDescriptionsGone(*entry.memory)) return;  // released here
+    absl::MutexLock lock(&mu_);
+    lingering_.push_back(Detached{tenant, std::move(entry)});
+    return;
+  }
+  if (pid <= 0) return;  // nothing to watch: released here
+  {
+    absl::MutexLock lock(&mu_);
+    detached_[pid].push_back(Detached{tenant, std::move(entry)});
+  }
+  watcher_->Watch(pid);  // at once if it has already exited
+}
+
+void Core::ProbeLingering() {
+  std::vector<Detached> probing;
+  {
+    absl::MutexLock lock(&mu_);
+    probing.swap(lingering_);
+  }
+  std::vector<Detached> held;
+  for (Detached& detached : probing) {
+    if (!ExportDescriptionsGone(*detached.entry.memory)) {
+      held.push_back(std::move(detached));
+    }
+  }
+  probing.clear();  // the released ones go, outside the lock
+  absl::MutexLock lock(&mu_);
+  for (Detached& detached : held) lingering_.push_back(std::move(detached));
 }
 
 absl::StatusOr<std::shared_ptr<Session>> Core::FindSession(
@@ -331,17 +368,11 @@ void Core::CloseSession(
     closing->exports.clear();
   }
   RunDeferred(cancelled);
-  // Descriptors the process received may still be mapped: their memory
-  // stays charged until the process exits (at once, if it already has).
-  if (!detached.empty() && closing->identity.pid > 0) {
-    {
-      absl::MutexLock lock(&mu_);
-      std::vector<Detached>& held = detached_[closing->identity.pid];
-      for (auto& [id, entry] : detached) {
-        held.push_back(Detached{closing->tenant->name(), std::move(entry)});
-      }
-    }
-    watcher_->Watch(closing->identity.pid);
+  // Descriptors the process received may still be open or mapped, there or
+  // in a process it handed them to: their memory stays charged until they
+  // are gone.
+  for (auto& [id, entry] : detached) {
+    Retire(std::move(entry), closing->tenant->name(), closing->identity.pid);
   }
   if (waits.empty()) return done(summary);
   auto countdown = std::make_shared<Countdown>(
@@ -747,8 +778,16 @@ absl::StatusOr<ExportTicket> Core::Export(uint64_t session, uint64_t buffer,
     memory = entry->memory;
     export_id = owner->next_export_id++;
   }
-  HRX_ASSIGN_OR_RETURN(int raw_fd, memory->ExportFd(kind));
-  shared::UniqueFd fd(raw_fd);
+  // Shared memory goes out as a description of its own, so that its last
+  // close can be known (descriptor_holds.h).
+  const bool tracked = kind == backend::ExportKind::kShm && track_descriptions_;
+  shared::UniqueFd fd;
+  if (tracked) {
+    HRX_ASSIGN_OR_RETURN(fd, OpenExportDescription(*memory));
+  } else {
+    HRX_ASSIGN_OR_RETURN(int raw_fd, memory->ExportFd(kind));
+    fd.Reset(raw_fd);
+  }
   std::string ticket(16, '\0');
   HRX_CHECK(getrandom(ticket.data(), ticket.size(), 0) ==
             static_cast<ssize_t>(ticket.size()));
@@ -759,7 +798,7 @@ absl::StatusOr<ExportTicket> Core::Export(uint64_t session, uint64_t buffer,
   tickets_[ticket] =
       TicketEntry{session,          export_id,     std::move(memory),
                   std::move(fd),    std::move(charge),
-                  now + ticket_lifetime_, false};
+                  now + ticket_lifetime_, false, false, tracked};
   return result;
 }
 
@@ -779,6 +818,7 @@ absl::StatusOr<shared::UniqueFd> Core::Redeem(std::string_view ticket,
   uint64_t export_id = 0;
   MemoryRef memory;
   ChargeRef charge;
+  bool tracked = false;
   shared::UniqueFd fd;
   {
     absl::MutexLock lock(&mu_);
@@ -810,6 +850,7 @@ absl::StatusOr<shared::UniqueFd> Core::Redeem(std::string_view ticket,
     export_id = entry.export_id;
     memory = std::move(entry.memory);  // a spent ticket holds nothing
     charge = std::move(entry.charge);
+    tracked = entry.tracked;
     // Checked below, outside this lock; the ticket is spent either way, so a
     // wrong peer cannot probe it twice.
     entry.used = true;
@@ -825,19 +866,28 @@ absl::StatusOr<shared::UniqueFd> Core::Redeem(std::string_view ticket,
         owner->Who(), peer.uid, peer.pid));
   }
   absl::MutexLock lock(&owner->mu);
-  owner->exports[export_id] = ExportEntry{std::move(memory), std::move(charge)};
+  owner->exports[export_id] =
+      ExportEntry{std::move(memory), std::move(charge), tracked};
   return fd;
 }
 
 absl::Status Core::ReleaseExport(uint64_t session, uint64_t export_id) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
-  absl::MutexLock lock(&owner->mu);
-  if (owner->exports.erase(export_id) == 0) {
-    return absl::NotFoundError(absl::StrFormat(
-        "unknown_export: release export %u: this session holds no such "
-        "mapping. Fix: release each mapping once.",
-        export_id));
+  ExportEntry released;
+  {
+    absl::MutexLock lock(&owner->mu);
+    auto it = owner->exports.find(export_id);
+    if (it == owner->exports.end()) {
+      return absl::NotFoundError(absl::StrFormat(
+          "unknown_export: release export %u: this session holds no such "
+          "mapping. Fix: release each mapping once.",
+          export_id));
+    }
+    released = std::move(it->second);
+    owner->exports.erase(it);
   }
+  // The client says it is done; the memory goes when its descriptor has.
+  Retire(std::move(released), owner->tenant->name(), owner->identity.pid);
   return absl::OkStatus();
 }
 

@@ -304,26 +304,36 @@ class Core {
     absl::Time deadline;
     bool used = false;    // spent: holds nothing, kept to name the refusal
     bool expired = false; // spent by the clock, not by a redemption
+    bool tracked = false; // `fd` is a description of its own (see Retire)
   };
   absl::flat_hash_map<std::string, TicketEntry> tickets_ ABSL_GUARDED_BY(mu_);
   // Drops the descriptor, memory and charge of expired tickets and forgets
   // spent ones a minute past their deadline (or all spent ones past
   // kMaxTicketTombstones).
   void SweepTicketsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Redeemed exports of closed sessions, by the pid that received them:
-  // released when that process exits.
+  // Redeemed exports their session no longer holds (released, or the
+  // session closed) while a process may still hold the descriptor: tracked
+  // ones until the kernel says every exported description is gone (probed
+  // at release and then every housekeeping round), untracked ones by the pid
+  // that received them, until it exits.
   struct Detached {
     std::string tenant;
     ExportEntry entry;
   };
+  std::vector<Detached> lingering_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<pid_t, std::vector<Detached>> detached_
       ABSL_GUARDED_BY(mu_);
+  // Hands an export its session let go of to the rules above.
+  void Retire(ExportEntry entry, const std::string& tenant, pid_t pid);
+  void ProbeLingering();
   void ProcessExited(pid_t pid);
   // Drops the grants of `memory` (null: every grant of `owner_session`).
   void RevokeGrantsOf(uint64_t owner_session, const backend::Memory* memory);
 
   std::map<std::string, uint64_t> refusals_ ABSL_GUARDED_BY(mu_);
   const absl::Duration remote_session_lease_;
+  // Whether shm exports can be tracked to their last close on this kernel.
+  const bool track_descriptions_;
 
   // Last: their threads call back into Core until they are destroyed, first.
   std::unique_ptr<ProcessWatcher> watcher_;

@@ -36,6 +36,10 @@ struct BufferEntry {
 struct ExportEntry {
   backend::MemoryRef memory;
   ChargeRef charge;  // the tenant's exports ceiling
+  // Handed out as a description of its own, whose end the kernel can
+  // report (descriptor_holds.h); otherwise held until the redeeming
+  // process exits.
+  bool tracked = false;
 };
 
 // A cached fill (src == nullptr) or copy, resolved and checked.
