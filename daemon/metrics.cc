@@ -179,7 +179,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
         reply.bytes = raw->Answer(request);
         return reply;
       },
-      [] {
+      [](const std::string&) {
         return std::string(
             "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n"
             "Connection: close\r\n\r\n");

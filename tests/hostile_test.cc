@@ -88,7 +88,20 @@ class HostileTest : public ::testing::Test {
     auto daemon = TestDaemon::Start(flags, dir_);
     ASSERT_THAT(daemon.status(), IsOk());
     daemon_ = *std::move(daemon);
-    baseline_fds_ = DaemonFds();
+    // One admin connection for the whole test, open before the baseline is
+    // taken: the daemon's descriptor count then moves only with the attack.
+    grpc::ChannelArguments own;
+    own.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    admin_ = hrx::v1::Admin::NewStub(grpc::CreateCustomChannel(
+        "unix:" + daemon_->socket_path(), grpc::InsecureChannelCredentials(),
+        own));
+    (void)Tenant("ops");
+    // The start-up status call's connection may still be closing.
+    for (int i = 0; i < 50; ++i) {
+      baseline_fds_ = DaemonFds();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (DaemonFds() == baseline_fds_) break;
+    }
   }
 
   virtual std::vector<std::string> ExtraFlags() const { return {}; }
@@ -150,6 +163,24 @@ class HostileTest : public ::testing::Test {
     return count;
   }
 
+  // What the daemon's descriptors point at, for failure messages.
+  std::string FdTargets() const {
+    const std::string dir =
+        absl::StrCat("/proc/", daemon_->process().pid(), "/fd");
+    std::string out;
+    DIR* listing = opendir(dir.c_str());
+    if (listing == nullptr) return out;
+    while (dirent* entry = readdir(listing)) {
+      char target[256] = {};
+      const std::string link = dir + "/" + entry->d_name;
+      if (readlink(link.c_str(), target, sizeof(target) - 1) > 0) {
+        absl::StrAppend(&out, entry->d_name, "->", target, " ");
+      }
+    }
+    closedir(listing);
+    return out;
+  }
+
   uint64_t DaemonRssBytes() const {
     std::ifstream status(absl::StrCat("/proc/", daemon_->process().pid(),
                                       "/status"));
@@ -166,12 +197,10 @@ class HostileTest : public ::testing::Test {
   }
 
   hrx::v1::TenantInfo Tenant(const std::string& name) {
-    auto stub = hrx::v1::Admin::NewStub(
-        client::internal::MakeChannel(daemon_->socket_path()));
     grpc::ClientContext context;
     hrx::v1::ListTenantsResponse response;
     EXPECT_TRUE(
-        stub->ListTenants(&context, hrx::v1::ListTenantsRequest(), &response)
+        admin_->ListTenants(&context, hrx::v1::ListTenantsRequest(), &response)
             .ok());
     for (const auto& tenant : response.tenants()) {
       if (tenant.name() == name) return tenant;
@@ -202,12 +231,13 @@ class HostileTest : public ::testing::Test {
     }
     ADD_FAILURE() << tenant << " usage: " << Tenant(tenant).usage().DebugString()
                   << " daemon fds " << DaemonFds() << " (baseline "
-                  << baseline_fds_ << ")";
+                  << baseline_fds_ << "): " << FdTargets();
     return false;
   }
 
   std::string dir_;
   std::unique_ptr<TestDaemon> daemon_;
+  std::unique_ptr<hrx::v1::Admin::Stub> admin_;
   size_t baseline_fds_ = 0;
 };
 

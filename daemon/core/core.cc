@@ -374,6 +374,20 @@ void Core::CloseSession(
   for (auto& [id, entry] : detached) {
     Retire(std::move(entry), closing->tenant->name(), closing->identity.pid);
   }
+  // A process with nothing left here needs no pidfd (one descriptor each):
+  // its other sessions, if it opens more, are bound to their connections.
+  const pid_t pid = closing->identity.pid;
+  if (pid > 0) {
+    bool still_needed = false;
+    {
+      absl::MutexLock lock(&mu_);
+      still_needed = detached_.contains(pid);
+      sessions_.ForEach([&](const std::shared_ptr<Session>& s) {
+        still_needed = still_needed || s->identity.pid == pid;
+      });
+    }
+    if (!still_needed) watcher_->Unwatch(pid);
+  }
   if (waits.empty()) return done(summary);
   auto countdown = std::make_shared<Countdown>(
       waits.size(), [summary, done = std::move(done)](absl::Status status) {

@@ -54,6 +54,15 @@ void ProcessWatcher::Watch(pid_t pid) {
   on_exit_(pid);  // already gone (ESRCH)
 }
 
+void ProcessWatcher::Unwatch(pid_t pid) {
+  absl::MutexLock lock(&mu_);
+  auto it = pidfds_.find(pid);
+  if (it == pidfds_.end()) return;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second, nullptr);
+  close(it->second);
+  pidfds_.erase(it);
+}
+
 void ProcessWatcher::Run() {
   epoll_event events[16];
   while (true) {

@@ -28,6 +28,9 @@ class ProcessWatcher {
   // Watches `pid` (once, however often it is called). If the process is
   // already gone, the callback runs at once on the calling thread.
   void Watch(pid_t pid);
+  // Stops watching `pid` (its pidfd is closed): nothing of it needs
+  // watching any more. A pidfd costs a descriptor per live process.
+  void Unwatch(pid_t pid);
 
  private:
   void Run();

@@ -247,7 +247,7 @@ void ExchangeServer::Run() {
       Connection& connection = state_->connections.at(fd);
       if (!connection.answered && timeout_) {
         // A last word, if the socket takes it at once; then it is closed.
-        const std::string words = timeout_();
+        const std::string words = timeout_(connection.request);
         (void)send(fd, words.data(), words.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       }
       Drop(fd);

@@ -47,8 +47,9 @@ class ExchangeServer {
   // max_request_bytes arrived, `answer` gets it.
   using Complete = std::function<bool(const std::string& request)>;
   using Answer = std::function<Reply(const std::string& request, const Peer&)>;
-  // Answers a request that could not be completed in time (may be empty).
-  using Timeout = std::function<std::string()>;
+  // Answers a request that could not be completed in time, given what
+  // arrived of it (the answer may be empty).
+  using Timeout = std::function<std::string(const std::string& partial)>;
 
   // Takes ownership of `listen_fd` and serves it until destroyed.
   static absl::StatusOr<std::unique_ptr<ExchangeServer>> Start(

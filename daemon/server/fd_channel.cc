@@ -74,7 +74,9 @@ absl::StatusOr<std::unique_ptr<FdChannel>> FdChannel::Start(
                             const ExchangeServer::Peer& peer) {
         return raw->Answer(request, peer);
       },
-      [] { return EncodeReply(BadTicket(0)); });
+      [](const std::string& partial) {
+        return EncodeReply(BadTicket(partial.size()));
+      });
   if (!server.ok()) return server.status();
   channel->server_ = *std::move(server);
   return channel;
