@@ -4,6 +4,7 @@
 // it took until --hold names a file that exists (or until it is killed).
 //
 //   attacker --socket=PATH --uid=N --attack=NAME [--count=N] [--hold=FILE]
+#include <fcntl.h>
 #include <grp.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -437,6 +439,42 @@ int ForkHolder(const std::string& socket, uint64_t bytes,
   _exit(0);  // the redeeming process is gone at once
 }
 
+// Keeps only an O_PATH reference to a redeemed descriptor, releases
+// everything, then tries to reopen the file for writing through /proc.
+int OpathHolder(const std::string& socket, uint64_t bytes) {
+  RawSession& raw = Keep(socket);
+  if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
+  auto buffer = raw.Allocate(bytes, hrx::v1::PLACEMENT_SHARED);
+  if (!buffer.ok()) return Say("allocate", Text(buffer.status())), 1;
+  hrx::v1::ExportResponse exported;
+  {
+    auto context = raw.Context();
+    hrx::v1::ExportRequest request;
+    *request.mutable_buffer() = *buffer;
+    request.set_kind(hrx::v1::HANDLE_KIND_SHM);
+    const absl::Status status = hrx::shared::FromGrpcStatus(
+        raw.buffers->Export(context.get(), request, &exported));
+    if (!status.ok()) return Say("export", Text(status)), 1;
+  }
+  auto fd = hrx::client::internal::RedeemTicket(exported.fd_socket(),
+                                                exported.ticket());
+  if (!fd.ok()) return Say("redeem", Text(fd.status())), 1;
+  const int path_only =
+      open(absl::StrCat("/proc/self/fd/", fd->get()).c_str(), O_PATH);
+  fd->Reset();
+  {
+    auto context = raw.Context();
+    hrx::v1::ReleaseExportRequest request;
+    request.set_export_id(exported.export_id());
+    hrx::v1::ReleaseExportResponse response;
+    (void)raw.buffers->ReleaseExport(context.get(), request, &response);
+  }
+  const int reopened =
+      open(absl::StrCat("/proc/self/fd/", path_only).c_str(), O_RDWR);
+  Say("reopen", reopened >= 0 ? "OK" : std::strerror(errno));
+  return 0;  // holds the O_PATH reference until released
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -471,6 +509,7 @@ int main(int argc, char** argv) {
   if (attack == "import") code = Import(socket, Number(argc, argv, "grant", 0));
   if (attack == "keep_mapping") code = KeepMapping(socket, count);
   if (attack == "fork_holder") return ForkHolder(socket, count, hold);
+  if (attack == "opath_holder") code = OpathHolder(socket, count);
   if (code == 2) Say("error", "unknown attack " + attack);
   if (code == 0 && !hold.empty()) Hold(hold);
   return code;

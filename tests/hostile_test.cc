@@ -451,6 +451,20 @@ TEST_F(HostileTest, ADescriptorPassedToAChildStaysChargedUntilTheChildLetsGo) {
   EXPECT_TRUE(BackToBaseline("victim"));
 }
 
+// An independent attack run's second find: an O_PATH reference counts as no
+// description, and could be reopened for writing through /proc. Only hrxd's
+// user may reopen its memory, and its pages are freed when hrxd lets go.
+TEST_F(HostileTest, AnOPathReferenceCannotBeTurnedBackIntoAccess) {
+  Subprocess holder = Attack(kVictim, "opath_holder", {"--count=1048576"});
+  ASSERT_TRUE(WaitForOutput(holder, "holding: yes")) << holder.Stdout()
+                                                     << holder.Stderr();
+  EXPECT_THAT(holder.Stdout(), HasSubstr("reopen: Permission denied"));
+  EXPECT_EQ(Tenant("victim").detached_exports(), 0u);
+  holder.Signal(SIGKILL);
+  holder.Wait();
+  EXPECT_TRUE(BackToBaseline("victim"));
+}
+
 // Findings 2 and 10: a session belongs to its connection. The same process
 // (same uid, same pid) on another connection cannot use it, and the
 // connection's end closes it with no process to watch.

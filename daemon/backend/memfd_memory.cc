@@ -4,6 +4,7 @@
 #include <linux/udmabuf.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,8 +54,13 @@ absl::StatusOr<MemfdMapping> MemfdMapping::Create(uint64_t bytes) {
         "allocate less.",
         bytes, std::strerror(error)));
   }
-  // The size never changes: seal it, so importers can trust their mapping.
-  (void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
+  // Only hrxd's own user may open the file again through /proc: a client
+  // holding a description (or only an O_PATH reference) of another uid
+  // cannot make itself a new one that hrxd would not know of.
+  (void)fchmod(fd, 0600);
+  // The size never changes, and nobody adds seals later (a client could
+  // otherwise seal the file against the daemon's own writes): seal both.
+  (void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
   void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (data == MAP_FAILED) {
     const int error = errno;
@@ -76,7 +82,13 @@ MemfdMapping::MemfdMapping(MemfdMapping&& other) noexcept
 
 MemfdMapping::~MemfdMapping() {
   if (data_ != nullptr) munmap(data_, size_);
-  if (fd_ >= 0) close(fd_);
+  if (fd_ >= 0) {
+    // Free the pages now, even if a reference hrxd cannot see (an O_PATH
+    // descriptor in some process) would keep the file itself alive.
+    (void)fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                    static_cast<off_t>(size_));
+    close(fd_);
+  }
 }
 
 absl::StatusOr<int> MemfdMapping::ExportShm() const {
