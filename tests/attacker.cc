@@ -20,6 +20,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -40,37 +41,17 @@
 #include "hrx/v1/stream.grpc.pb.h"
 #include "shared/grpc_status.h"
 #include "shared/socket_path.h"
+#include "shared/unique_fd.h"
+#include "tests/program_io.h"
 #include "tests/raw_session.h"
 
 namespace {
 
+using hrx::testing::Flag;
+using hrx::testing::Number;
 using hrx::testing::RawSession;
-
-std::string Flag(int argc, char** argv, const std::string& name) {
-  const std::string prefix = "--" + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.rfind(prefix, 0) == 0) return arg.substr(prefix.size());
-  }
-  return "";
-}
-
-uint64_t Number(int argc, char** argv, const std::string& name,
-                uint64_t fallback) {
-  uint64_t value = 0;
-  return absl::SimpleAtoi(Flag(argc, argv, name), &value) ? value : fallback;
-}
-
-void Say(const std::string& key, const std::string& value) {
-  std::printf("%s: %s\n", key.c_str(), value.c_str());
-  std::fflush(stdout);
-}
-
-std::string Text(const absl::Status& status) {
-  return status.ok() ? "OK"
-                     : absl::StrCat(absl::StatusCodeToString(status.code()),
-                                    " ", status.message());
-}
+using hrx::testing::Say;
+using hrx::testing::StatusText;
 
 void Hold(const std::string& file) {
   Say("holding", "yes");
@@ -139,7 +120,7 @@ int Sessions(const std::string& socket, uint64_t count) {
   }
   Say("opened", absl::StrCat(held.size()));
   for (auto& session : held) Held().push_back(std::move(session));
-  Say("refusal", Text(refused));
+  Say("refusal", StatusText(refused));
   return 0;
 }
 
@@ -166,7 +147,7 @@ int Connections(const std::string& socket, uint64_t count) {
 int Objects(const std::string& socket, const std::string& kind,
             uint64_t count) {
   RawSession& raw = Keep(socket);
-  if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
+  if (!raw.open_status.ok()) return Say("open", StatusText(raw.open_status)), 1;
   auto buffer = raw.Allocate(1);
   uint64_t taken = 0;
   absl::Status refused;
@@ -176,7 +157,7 @@ int Objects(const std::string& socket, const std::string& kind,
     } else if (kind == "streams") {
       refused = raw.CreateStream().status();
     } else if (kind == "grants") {
-      if (!buffer.ok()) return Say("allocate", Text(buffer.status())), 1;
+      if (!buffer.ok()) return Say("allocate", StatusText(buffer.status())), 1;
       auto context = raw.Context();
       hrx::v1::GrantRequest request;
       *request.mutable_buffer() = *buffer;
@@ -186,13 +167,13 @@ int Objects(const std::string& socket, const std::string& kind,
           raw.buffers->Grant(context.get(), request, &response));
     } else if (kind == "events") {
       static auto stream = raw.CreateStream();
-      if (!stream.ok()) return Say("stream", Text(stream.status())), 1;
+      if (!stream.ok()) return Say("stream", StatusText(stream.status())), 1;
       hrx::v1::SubmitRequest request;
       *request.mutable_stream() = *stream;
       request.add_commands()->mutable_record_event()->set_event(taken + 1);
       refused = raw.Submit(request);
     } else if (kind == "exports") {
-      if (!buffer.ok()) return Say("allocate", Text(buffer.status())), 1;
+      if (!buffer.ok()) return Say("allocate", StatusText(buffer.status())), 1;
       auto context = raw.Context();
       hrx::v1::ExportRequest request;
       *request.mutable_buffer() = *buffer;
@@ -203,22 +184,22 @@ int Objects(const std::string& socket, const std::string& kind,
     }
   }
   Say("taken", absl::StrCat(refused.ok() ? taken : taken - 1));
-  Say("refusal", Text(refused));
+  Say("refusal", StatusText(refused));
   return 0;
 }
 
 // Loads `code` (read from --kernel while still root); prints the answer.
 int LoadKernel(const std::string& socket, const std::string& code) {
   RawSession& raw = Keep(socket);
-  if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
+  if (!raw.open_status.ok()) return Say("open", StatusText(raw.open_status)), 1;
   hrx::v1::LoadKernelRequest request;
   request.set_code(code);
   request.set_entry("wait_flag");
-  auto stub = hrx::v1::Kernels::NewStub(raw.channel);
+  auto kernels = hrx::v1::Kernels::NewStub(raw.channel);
   auto context = raw.Context();
   hrx::v1::LoadKernelResponse response;
-  Say("load_kernel", Text(hrx::shared::FromGrpcStatus(
-                         stub->LoadKernel(context.get(), request, &response))));
+  Say("load_kernel", StatusText(hrx::shared::FromGrpcStatus(
+                         kernels->LoadKernel(context.get(), request, &response))));
   return 0;
 }
 
@@ -251,16 +232,16 @@ int Drip(const std::string& fd_socket, uint64_t count,
 // One Submit of --count empty commands (2 bytes each on the wire).
 int BigBatch(const std::string& socket, uint64_t count) {
   RawSession& raw = Keep(socket);
-  if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
+  if (!raw.open_status.ok()) return Say("open", StatusText(raw.open_status)), 1;
   auto stream = raw.CreateStream();
-  if (!stream.ok()) return Say("stream", Text(stream.status())), 1;
+  if (!stream.ok()) return Say("stream", StatusText(stream.status())), 1;
   hrx::v1::SubmitRequest head;
   *head.mutable_stream() = *stream;
   std::string bytes = head.SerializeAsString();
   bytes.reserve(bytes.size() + 2 * count);
   for (uint64_t i = 0; i < count; ++i) bytes.append("\x12\x00", 2);
   Say("request_bytes", absl::StrCat(bytes.size()));
-  Say("submit", Text(RawCall(raw.channel, "/hrx.v1.Streams/Submit",
+  Say("submit", StatusText(RawCall(raw.channel, "/hrx.v1.Streams/Submit",
                              SessionText(raw), bytes)));
   return 0;
 }
@@ -269,9 +250,9 @@ int BigBatch(const std::string& socket, uint64_t count) {
 // and never reads a reply.
 int UnreadReplies(const std::string& socket, uint64_t calls, uint64_t count) {
   RawSession& raw = Keep(socket);
-  if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
+  if (!raw.open_status.ok()) return Say("open", StatusText(raw.open_status)), 1;
   auto buffer = raw.Allocate(8 << 20);
-  if (!buffer.ok()) return Say("allocate", Text(buffer.status())), 1;
+  if (!buffer.ok()) return Say("allocate", StatusText(buffer.status())), 1;
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   std::vector<std::unique_ptr<
       grpc::ClientReaderWriter<hrx::v1::StreamRequest, hrx::v1::StreamReply>>>
@@ -338,56 +319,77 @@ int Forge(const std::string& socket, uint64_t count) {
 
 // Opens a session with a client name carrying terminal control bytes.
 int EvilName(const std::string& socket) {
-  auto stub = hrx::v1::Sessions::NewStub(OwnChannel(socket));
+  auto sessions = hrx::v1::Sessions::NewStub(OwnChannel(socket));
   grpc::ClientContext context;
   hrx::v1::OpenSessionRequest request;
   request.set_client_name("x\x1b[2J\r\nforged-row\x07");
   hrx::v1::OpenSessionResponse response;
-  Say("open", Text(hrx::shared::FromGrpcStatus(
-                  stub->OpenSession(&context, request, &response))));
+  Say("open", StatusText(hrx::shared::FromGrpcStatus(
+                  sessions->OpenSession(&context, request, &response))));
   return 0;
 }
 
 // Imports --grant (an observer must be refused).
 int Import(const std::string& socket, uint64_t grant) {
   RawSession& raw = Keep(socket);
-  if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
+  if (!raw.open_status.ok()) return Say("open", StatusText(raw.open_status)), 1;
   auto context = raw.Context();
   hrx::v1::ImportRequest request;
   request.set_grant(grant);
   hrx::v1::ImportResponse response;
-  Say("import", Text(hrx::shared::FromGrpcStatus(
+  Say("import", StatusText(hrx::shared::FromGrpcStatus(
                     raw.buffers->Import(context.get(), request, &response))));
   return 0;
+}
+
+// A shared buffer of `bytes`, exported as shm and redeemed on the side
+// channel; nullopt (having said what failed) when any step is refused.
+struct Redeemed {
+  hrx::v1::ExportResponse exported;
+  hrx::shared::UniqueFd fd;
+};
+std::optional<Redeemed> AllocateAndRedeem(RawSession& raw, uint64_t bytes) {
+  if (!raw.open_status.ok()) return Say("open", StatusText(raw.open_status)), std::nullopt;
+  auto buffer = raw.Allocate(bytes, hrx::v1::PLACEMENT_SHARED);
+  if (!buffer.ok()) return Say("allocate", StatusText(buffer.status())), std::nullopt;
+  Redeemed redeemed;
+  auto context = raw.Context();
+  hrx::v1::ExportRequest request;
+  *request.mutable_buffer() = *buffer;
+  request.set_kind(hrx::v1::HANDLE_KIND_SHM);
+  const absl::Status status = hrx::shared::FromGrpcStatus(
+      raw.buffers->Export(context.get(), request, &redeemed.exported));
+  if (!status.ok()) return Say("export", StatusText(status)), std::nullopt;
+  auto fd = hrx::client::internal::RedeemTicket(redeemed.exported.fd_socket(),
+                                                redeemed.exported.ticket());
+  if (!fd.ok()) return Say("redeem", StatusText(fd.status())), std::nullopt;
+  redeemed.fd = *std::move(fd);
+  return redeemed;
+}
+
+absl::Status ReleaseExport(RawSession& raw, uint64_t export_id) {
+  auto context = raw.Context();
+  hrx::v1::ReleaseExportRequest request;
+  request.set_export_id(export_id);
+  hrx::v1::ReleaseExportResponse response;
+  return hrx::shared::FromGrpcStatus(
+      raw.buffers->ReleaseExport(context.get(), request, &response));
 }
 
 // Maps a shared buffer through the side channel, then closes its session
 // and keeps the mapping (the memory stays charged while this process lives).
 int KeepMapping(const std::string& socket, uint64_t bytes) {
   RawSession& raw = Keep(socket);
-  if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
-  auto buffer = raw.Allocate(bytes, hrx::v1::PLACEMENT_SHARED);
-  if (!buffer.ok()) return Say("allocate", Text(buffer.status())), 1;
-  hrx::v1::ExportResponse exported;
-  {
-    auto context = raw.Context();
-    hrx::v1::ExportRequest request;
-    *request.mutable_buffer() = *buffer;
-    request.set_kind(hrx::v1::HANDLE_KIND_SHM);
-    const absl::Status status = hrx::shared::FromGrpcStatus(
-        raw.buffers->Export(context.get(), request, &exported));
-    if (!status.ok()) return Say("export", Text(status)), 1;
-  }
-  auto fd = hrx::client::internal::RedeemTicket(exported.fd_socket(),
-                                                exported.ticket());
-  if (!fd.ok()) return Say("redeem", Text(fd.status())), 1;
+  auto redeemed = AllocateAndRedeem(raw, bytes);
+  if (!redeemed) return 1;
+  const hrx::v1::ExportResponse& exported = redeemed->exported;
   void* mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                      fd->get(), static_cast<off_t>(exported.offset()));
+                      redeemed->fd.get(), static_cast<off_t>(exported.offset()));
   if (mapped == MAP_FAILED) return Say("map", "failed"), 1;
   static_cast<volatile uint8_t*>(mapped)[0] = 1;
   auto context = raw.Context();
   hrx::v1::CloseSessionResponse closed;
-  Say("close", Text(hrx::shared::FromGrpcStatus(raw.sessions->CloseSession(
+  Say("close", StatusText(hrx::shared::FromGrpcStatus(raw.sessions->CloseSession(
                    context.get(), hrx::v1::CloseSessionRequest(), &closed))));
   return 0;  // holds the mapping (and the descriptor) until released
 }
@@ -399,33 +401,13 @@ int KeepMapping(const std::string& socket, uint64_t bytes) {
 int ForkHolder(const std::string& socket, uint64_t bytes,
                const std::string& hold) {
   RawSession& raw = Keep(socket);
-  if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
-  auto buffer = raw.Allocate(bytes, hrx::v1::PLACEMENT_SHARED);
-  if (!buffer.ok()) return Say("allocate", Text(buffer.status())), 1;
-  hrx::v1::ExportResponse exported;
-  {
-    auto context = raw.Context();
-    hrx::v1::ExportRequest request;
-    *request.mutable_buffer() = *buffer;
-    request.set_kind(hrx::v1::HANDLE_KIND_SHM);
-    const absl::Status status = hrx::shared::FromGrpcStatus(
-        raw.buffers->Export(context.get(), request, &exported));
-    if (!status.ok()) return Say("export", Text(status)), 1;
-  }
-  auto fd = hrx::client::internal::RedeemTicket(exported.fd_socket(),
-                                                exported.ticket());
-  if (!fd.ok()) return Say("redeem", Text(fd.status())), 1;
+  auto redeemed = AllocateAndRedeem(raw, bytes);
+  if (!redeemed) return 1;
+  const hrx::v1::ExportResponse& exported = redeemed->exported;
   void* mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                      fd->get(), static_cast<off_t>(exported.offset()));
+                      redeemed->fd.get(), static_cast<off_t>(exported.offset()));
   if (mapped == MAP_FAILED) return Say("map", "failed"), 1;
-  {
-    auto context = raw.Context();
-    hrx::v1::ReleaseExportRequest request;
-    request.set_export_id(exported.export_id());
-    hrx::v1::ReleaseExportResponse response;
-    Say("release", Text(hrx::shared::FromGrpcStatus(raw.buffers->ReleaseExport(
-                       context.get(), request, &response))));
-  }
+  Say("release", StatusText(ReleaseExport(raw, exported.export_id())));
   const pid_t child = fork();
   if (child == 0) {
     static_cast<volatile uint8_t*>(mapped)[0] = 7;  // still writable
@@ -443,32 +425,13 @@ int ForkHolder(const std::string& socket, uint64_t bytes,
 // everything, then tries to reopen the file for writing through /proc.
 int OpathHolder(const std::string& socket, uint64_t bytes) {
   RawSession& raw = Keep(socket);
-  if (!raw.open_status.ok()) return Say("open", Text(raw.open_status)), 1;
-  auto buffer = raw.Allocate(bytes, hrx::v1::PLACEMENT_SHARED);
-  if (!buffer.ok()) return Say("allocate", Text(buffer.status())), 1;
-  hrx::v1::ExportResponse exported;
-  {
-    auto context = raw.Context();
-    hrx::v1::ExportRequest request;
-    *request.mutable_buffer() = *buffer;
-    request.set_kind(hrx::v1::HANDLE_KIND_SHM);
-    const absl::Status status = hrx::shared::FromGrpcStatus(
-        raw.buffers->Export(context.get(), request, &exported));
-    if (!status.ok()) return Say("export", Text(status)), 1;
-  }
-  auto fd = hrx::client::internal::RedeemTicket(exported.fd_socket(),
-                                                exported.ticket());
-  if (!fd.ok()) return Say("redeem", Text(fd.status())), 1;
+  auto redeemed = AllocateAndRedeem(raw, bytes);
+  if (!redeemed) return 1;
+  const hrx::v1::ExportResponse& exported = redeemed->exported;
   const int path_only =
-      open(absl::StrCat("/proc/self/fd/", fd->get()).c_str(), O_PATH);
-  fd->Reset();
-  {
-    auto context = raw.Context();
-    hrx::v1::ReleaseExportRequest request;
-    request.set_export_id(exported.export_id());
-    hrx::v1::ReleaseExportResponse response;
-    (void)raw.buffers->ReleaseExport(context.get(), request, &response);
-  }
+      open(absl::StrCat("/proc/self/fd/", redeemed->fd.get()).c_str(), O_PATH);
+  redeemed->fd.Reset();
+  (void)ReleaseExport(raw, exported.export_id());
   const int reopened =
       open(absl::StrCat("/proc/self/fd/", path_only).c_str(), O_RDWR);
   Say("reopen", reopened >= 0 ? "OK" : std::strerror(errno));

@@ -26,36 +26,16 @@
 #include "hrx/v1/admin.grpc.pb.h"
 #include "hrx/v1/buffer.grpc.pb.h"
 #include "shared/socket_path.h"
+#include "tests/program_io.h"
 
 namespace {
 
-std::string Flag(int argc, char** argv, const std::string& name) {
-  const std::string prefix = "--" + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.rfind(prefix, 0) == 0) return arg.substr(prefix.size());
-  }
-  return "";
-}
-
-uint64_t Number(int argc, char** argv, const std::string& name,
-                uint64_t fallback) {
-  uint64_t value = 0;
-  const std::string text = Flag(argc, argv, name);
-  if (!text.empty() && absl::SimpleAtoi(text, &value)) return value;
-  if (!text.empty() && absl::SimpleHexAtoi(text, &value)) return value;
-  return fallback;
-}
-
-void Say(const std::string& key, const std::string& value) {
-  std::printf("%s: %s\n", key.c_str(), value.c_str());
-  std::fflush(stdout);
-}
+using hrx::testing::Flag;
+using hrx::testing::Number;
+using hrx::testing::Say;
 
 void SayStatus(const std::string& key, const absl::Status& status) {
-  Say(key, status.ok() ? "OK"
-                       : absl::StrCat(absl::StatusCodeToString(status.code()),
-                                      " ", status.message()));
+  Say(key, hrx::testing::StatusText(status));
 }
 
 void WaitForFile(const std::string& path) {

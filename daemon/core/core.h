@@ -275,6 +275,11 @@ class Core {
   static void RunDeferred(Deferred& after);
   // Moves completed upload staging of `stream` into its pools.
   static void ReclaimStaging(Session& session, StreamEntry& stream);
+  // Adds to `after`: once everything published on `target` so far has
+  // completed, reclaim its staging, then `done` (a sync point's end).
+  static void CompleteAtPublished(std::shared_ptr<Session> keep,
+                                  std::shared_ptr<StreamEntry> target,
+                                  DoneCallback done, Deferred& after);
 
   // Constant after construction.
   const std::unique_ptr<backend::Backend> backend_;

@@ -65,7 +65,36 @@ void Report(Deferred& after, Done done, Result result) {
   });
 }
 
+// A sync point opens by reporting a cancellation, or else the stream's
+// deferred refusal (and clearing it). True when it reported one.
+bool ReportedAtSyncPoint(StreamEntry& target, const absl::Status& cancelled,
+                         const DoneCallback& done, Deferred& after) {
+  if (!cancelled.ok()) {
+    Report(after, done, cancelled);
+    return true;
+  }
+  if (target.deferred_error.ok()) return false;
+  Report(after, done, std::exchange(target.deferred_error, absl::OkStatus()));
+  return true;
+}
+
 }  // namespace
+
+void Core::CompleteAtPublished(std::shared_ptr<Session> keep,
+                               std::shared_ptr<StreamEntry> target,
+                               DoneCallback done, Deferred& after) {
+  const Fence fence = target->published;
+  after.push_back([keep = std::move(keep), target = std::move(target), fence,
+                   done = std::move(done)] {
+    target->queue->OnComplete(fence, [keep, target, done](absl::Status status) {
+      {
+        absl::MutexLock lock(&keep->mu);
+        ReclaimStaging(*keep, *target);
+      }
+      done(status);
+    });
+  });
+}
 
 void Core::RunDeferred(Deferred& after) {
   for (auto& step : after) step();
@@ -306,23 +335,8 @@ void Core::Synchronize(uint64_t session, uint64_t stream, DoneCallback done) {
         *target,
         [keep, target, done = std::move(done)](absl::Status cancelled,
                                                Deferred& after) {
-          if (!cancelled.ok()) return Report(after, done, cancelled);
-          if (!target->deferred_error.ok()) {
-            return Report(after, done,
-                          std::exchange(target->deferred_error,
-                                        absl::OkStatus()));
-          }
-          const Fence fence = target->published;
-          after.push_back([keep, target, fence, done] {
-            target->queue->OnComplete(
-                fence, [keep, target, done](absl::Status status) {
-                  {
-                    absl::MutexLock lock(&keep->mu);
-                    ReclaimStaging(*keep, *target);
-                  }
-                  done(status);
-                });
-          });
+          if (ReportedAtSyncPoint(*target, cancelled, done, after)) return;
+          CompleteAtPublished(keep, target, done, after);
         },
         after);
   }
@@ -352,12 +366,7 @@ void Core::Read(uint64_t session, uint64_t stream, const ViewRef& src,
         *target,
         [keep, target, src, out, done = std::move(done)](
             absl::Status cancelled, Deferred& after) {
-          if (!cancelled.ok()) return Report(after, done, cancelled);
-          if (!target->deferred_error.ok()) {
-            return Report(after, done,
-                          std::exchange(target->deferred_error,
-                                        absl::OkStatus()));
-          }
+          if (ReportedAtSyncPoint(*target, cancelled, done, after)) return;
           auto view = planner::Resolve(*keep, src, "read src");
           if (!view.ok()) return Report(after, done, view.status());
           if (view->length > kMaxInlineReadBytes) {
@@ -378,17 +387,7 @@ void Core::Read(uint64_t session, uint64_t stream, const ViewRef& src,
             if (!read.ok()) return Report(after, done, read.status());
             target->published = *read;
           }
-          const Fence fence = target->published;
-          after.push_back([keep, target, fence, done] {
-            target->queue->OnComplete(
-                fence, [keep, target, done](absl::Status status) {
-                  {
-                    absl::MutexLock lock(&keep->mu);
-                    ReclaimStaging(*keep, *target);
-                  }
-                  done(status);
-                });
-          });
+          CompleteAtPublished(keep, target, done, after);
         },
         after);
   }
