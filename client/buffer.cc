@@ -10,6 +10,7 @@
 #include "client/internal/connection.h"
 #include "client/internal/fd_channel.h"
 #include "shared/span_check.h"
+#include "shared/refusal.h"
 
 namespace hrx {
 
@@ -82,8 +83,7 @@ absl::StatusOr<uint64_t> SendGrant(client::internal::Connection* connection,
                                    const Handle& handle,
                                    hrx::v1::GrantRequest request) {
   if (connection == nullptr) {
-    return absl::FailedPreconditionError(
-        "freed_buffer: grant: this Buffer was freed or moved from. Fix: grant "
+    return Refusal(Reason::kFreedBuffer, "grant: this Buffer was freed or moved from. Fix: grant "
         "a live buffer.");
   }
   client::internal::ToProto(handle, request.mutable_buffer());
@@ -108,8 +108,7 @@ absl::StatusOr<Exported> ExportAs(client::internal::Connection* connection,
                                   const Handle& handle,
                                   hrx::v1::HandleKind kind) {
   if (connection == nullptr) {
-    return absl::FailedPreconditionError(
-        "freed_buffer: export: this Buffer was freed or moved from. Fix: "
+    return Refusal(Reason::kFreedBuffer, "export: this Buffer was freed or moved from. Fix: "
         "export a live buffer.");
   }
   auto context = connection->Context();
@@ -136,8 +135,8 @@ absl::StatusOr<Mapping> Buffer::Map() const {
   void* data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED,
                     exported->fd.get(), static_cast<off_t>(exported->response.offset()));
   if (data == MAP_FAILED) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "map_failed: mmap of a %u-byte buffer: %s. Fix: free address space or "
+    return Refusal(Reason::kMapFailed,absl::StrFormat(
+        "mmap of a %u-byte buffer: %s. Fix: free address space or "
         "map a smaller buffer.",
         size, std::strerror(errno)));
   }
@@ -200,8 +199,7 @@ absl::StatusOr<uint64_t> Buffer::GrantToSession(uint64_t session) const {
 
 absl::Status Buffer::Revoke(uint64_t grant) const {
   if (connection_ == nullptr) {
-    return absl::FailedPreconditionError(
-        "freed_buffer: revoke: this Buffer was freed or moved from. Fix: "
+    return Refusal(Reason::kFreedBuffer, "revoke: this Buffer was freed or moved from. Fix: "
         "revoke through a live buffer of the granting session.");
   }
   auto context = connection_->Context();

@@ -7,6 +7,7 @@
 #include "client/internal/stream_state.h"
 #include "shared/socket_path.h"
 #include "shared/status_macros.h"
+#include "shared/refusal.h"
 
 namespace hrx {
 
@@ -21,8 +22,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
 
 absl::StatusOr<Device> Client::OpenDevice(int index) const {
   if (index != 0) {
-    return absl::NotFoundError(absl::StrFormat(
-        "no_such_device: device index %d: this daemon owns one device, index "
+    return Refusal(Reason::kNoSuchDevice,absl::StrFormat(
+        "device index %d: this daemon owns one device, index "
         "0. Fix: open device 0.",
         index));
   }
@@ -41,8 +42,8 @@ absl::StatusOr<Device> Client::OpenDeviceFor(int index,
                                              const std::string& target) const {
   HRX_ASSIGN_OR_RETURN(Device device, OpenDevice(index));
   if (device.target() != target) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "target_mismatch: workload requires %s, found %s. Fix: build the "
+    return Refusal(Reason::kTargetMismatch,absl::StrFormat(
+        "workload requires %s, found %s. Fix: build the "
         "workload for %s or run it where a %s device is served.",
         target, device.target(), device.target(), target));
   }

@@ -11,6 +11,7 @@
 #include "shared/launch_check.h"
 #include "shared/span_check.h"
 #include "shared/status_macros.h"
+#include "shared/refusal.h"
 
 namespace hrx {
 namespace {
@@ -37,15 +38,15 @@ absl::StatusOr<Node> Graph::Record(std::span<const Node> after,
                                    hrx::v1::GraphNode node) {
   const size_t index = request_->nodes_size();
   if (index >= kMaxGraphNodes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "graph_full: record: the graph holds %u nodes, its capacity. Fix: "
+    return Refusal(Reason::kGraphFull,absl::StrFormat(
+        "record: the graph holds %u nodes, its capacity. Fix: "
         "split the work into several graphs.",
         kMaxGraphNodes));
   }
   for (const Node& before : after) {
     if (before.graph != id_ || before.index >= index) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "foreign_node: record: node %u of graph %u is not a node of this "
+      return Refusal(Reason::kForeignNode,absl::StrFormat(
+          "record: node %u of graph %u is not a node of this "
           "graph (%u, %u nodes so far). Fix: wait only on nodes this graph "
           "returned.",
           before.index, before.graph, id_, index));
@@ -61,8 +62,7 @@ absl::StatusOr<Node> Graph::Fill(std::span<const Node> after, const View& dst,
                                  uint8_t value) {
   HRX_RETURN_IF_ERROR(stream_->CheckOwned(dst, "graph fill dst"));
   if (dst.empty()) {
-    return absl::InvalidArgumentError(
-        "bad_graph_node: record fill: the view is empty. Fix: record fills of "
+    return Refusal(Reason::kBadGraphNode, "record fill: the view is empty. Fix: record fills of "
         "at least one byte.");
   }
   hrx::v1::GraphNode node;
@@ -76,15 +76,14 @@ absl::StatusOr<Node> Graph::Copy(std::span<const Node> after, const View& dst,
   HRX_RETURN_IF_ERROR(stream_->CheckOwned(dst, "graph copy dst"));
   HRX_RETURN_IF_ERROR(stream_->CheckOwned(src, "graph copy src"));
   if (dst.empty() || dst.length() != src.length()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "bad_graph_node: record copy: the views are %u and %u bytes. Fix: "
+    return Refusal(Reason::kBadGraphNode,absl::StrFormat(
+        "record copy: the views are %u and %u bytes. Fix: "
         "record copies between equal, nonempty views.",
         dst.length(), src.length()));
   }
   if (dst.buffer_handle() == src.buffer_handle() &&
       shared::SpansOverlap(dst.offset(), src.offset(), dst.length())) {
-    return absl::InvalidArgumentError(
-        "copy_overlap: record copy: the views overlap in one buffer. Fix: "
+    return Refusal(Reason::kCopyOverlap, "record copy: the views overlap in one buffer. Fix: "
         "copy through a temporary buffer.");
   }
   hrx::v1::GraphNode node;
@@ -116,8 +115,8 @@ absl::StatusOr<GraphExec> Graph::Finish() { return FinishWith(false, {}); }
 absl::StatusOr<GraphExec> Graph::FinishProfiled(
     std::span<const std::string> labels) {
   if (labels.size() != runnable_) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "label_mismatch: finish profiled graph: %u labels for %u non-join "
+    return Refusal(Reason::kLabelMismatch,absl::StrFormat(
+        "finish profiled graph: %u labels for %u non-join "
         "nodes. Fix: give one label per fill, copy and dispatch, in order.",
         labels.size(), runnable_));
   }
@@ -180,8 +179,7 @@ void GraphExec::Release() {
 
 absl::Status GraphExec::ClearFailure() {
   if (connection_ == nullptr) {
-    return absl::FailedPreconditionError(
-        "moved_graph: this GraphExec was moved from. Fix: use the one it was "
+    return Refusal(Reason::kMovedGraph, "this GraphExec was moved from. Fix: use the one it was "
         "moved to.");
   }
   auto context = connection_->Context();
@@ -196,8 +194,7 @@ Graph Stream::BeginGraph() { return Graph(*this, NextGraphId()); }
 
 absl::Status Stream::Launch(const GraphExec& exec) {
   if (exec.stream_ != state_.get()) {
-    return absl::FailedPreconditionError(
-        "graph_wrong_stream: launch: the graph was recorded on another "
+    return Refusal(Reason::kGraphWrongStream, "launch: the graph was recorded on another "
         "stream and replays only there. Fix: launch it on the stream that "
         "recorded it.");
   }
@@ -210,8 +207,7 @@ absl::Status Stream::Launch(const GraphExec& exec) {
 absl::StatusOr<std::vector<NodeProfile>> Stream::LaunchProfiled(
     const GraphExec& exec) {
   if (exec.stream_ != state_.get()) {
-    return absl::FailedPreconditionError(
-        "graph_wrong_stream: launch profiled: the graph was recorded on "
+    return Refusal(Reason::kGraphWrongStream, "launch profiled: the graph was recorded on "
         "another stream and replays only there. Fix: launch it on the stream "
         "that recorded it.");
   }

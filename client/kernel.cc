@@ -5,6 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "client/internal/connection.h"
 #include "shared/span_check.h"
+#include "shared/refusal.h"
 
 namespace hrx {
 
@@ -63,8 +64,8 @@ uint64_t Kernel::brand() const {
 }
 
 absl::Status Constants::FullError(size_t adding) const {
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "constants_full: push %u bytes onto %u of %u bytes of constants. Fix: "
+  return Refusal(Reason::kConstantsFull,absl::StrFormat(
+      "push %u bytes onto %u of %u bytes of constants. Fix: "
       "pass fewer or narrower scalars.",
       adding, length_, kCapacity));
 }
@@ -87,8 +88,8 @@ absl::StatusOr<Constants> Constants::Indices(const Kernel& kernel,
   Constants constants;
   if (values.empty()) {
     if (size != 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "missing_index_constants: kernel %s takes %u bytes of constants and "
+      return Refusal(Reason::kMissingIndexConstants,absl::StrFormat(
+          "kernel %s takes %u bytes of constants and "
           "no indices were given. Fix: pass its index values.",
           kernel.symbol(), size));
     }
@@ -105,8 +106,8 @@ absl::StatusOr<Constants> Constants::Indices(const Kernel& kernel,
       }
     }
   } else {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "not_index_list: kernel %s takes %u bytes of constants, which is not "
+    return Refusal(Reason::kNotIndexList,absl::StrFormat(
+        "kernel %s takes %u bytes of constants, which is not "
         "%u indices of 4 or 8 bytes. Fix: push its scalars with Push at their "
         "declared widths.",
         kernel.symbol(), size, values.size()));

@@ -14,6 +14,7 @@
 #include "shared/launch_check.h"
 #include "shared/span_check.h"
 #include "shared/status_macros.h"
+#include "shared/refusal.h"
 
 namespace hrx {
 namespace {
@@ -47,8 +48,8 @@ uint32_t Stream::queue() const { return state_->queue(); }
 
 absl::Status Stream::CheckOwned(const View& view, const char* what) const {
   if (view.brand() != state_->connection().brand()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "foreign_view: %s: the view's buffer belongs to another client "
+    return Refusal(Reason::kForeignView,absl::StrFormat(
+        "%s: the view's buffer belongs to another client "
         "session than this stream's. Fix: use buffers allocated through a "
         "stream of the same hrx::Client.",
         what));
@@ -121,8 +122,7 @@ absl::StatusOr<Buffer> Stream::Scratch(uint64_t bytes) {
 absl::Status Stream::Recycle(Buffer buffer) {
   if (buffer.origin_stream() != handle() ||
       buffer.Binding().brand() != state_->connection().brand()) {
-    return absl::FailedPreconditionError(
-        "scratch_foreign_stream: recycle: the buffer was allocated by another "
+    return Refusal(Reason::kScratchForeignStream, "recycle: the buffer was allocated by another "
         "stream; a scratch pool belongs to one stream. Fix: recycle it on the "
         "stream that allocated it, or free it.");
   }
@@ -158,15 +158,15 @@ absl::Status Stream::Copy(const View& dst, const View& src) {
   HRX_RETURN_IF_ERROR(CheckOwned(dst, "copy dst"));
   HRX_RETURN_IF_ERROR(CheckOwned(src, "copy src"));
   if (dst.length() != src.length()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "copy_length_mismatch: copy: dst is %u bytes but src is %u bytes. "
+    return Refusal(Reason::kCopyLengthMismatch,absl::StrFormat(
+        "copy: dst is %u bytes but src is %u bytes. "
         "Fix: copy between views of equal length.",
         dst.length(), src.length()));
   }
   if (dst.buffer_handle() == src.buffer_handle() &&
       shared::SpansOverlap(dst.offset(), src.offset(), dst.length())) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "copy_overlap: copy: dst [%u, +%u) overlaps src [%u, +%u) in the same "
+    return Refusal(Reason::kCopyOverlap,absl::StrFormat(
+        "copy: dst [%u, +%u) overlaps src [%u, +%u) in the same "
         "buffer. Fix: copy through a temporary buffer.",
         dst.offset(), dst.length(), src.offset(), src.length()));
   }
@@ -271,8 +271,8 @@ absl::Status Stream::ReadShared(const View& src, std::span<uint8_t> out) {
 absl::Status Stream::Upload(const View& dst, std::span<const uint8_t> bytes) {
   HRX_RETURN_IF_ERROR(CheckOwned(dst, "upload dst"));
   if (bytes.size() > dst.length()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "upload_too_large: upload: %u bytes of data do not fit the %u-byte "
+    return Refusal(Reason::kUploadTooLarge,absl::StrFormat(
+        "upload: %u bytes of data do not fit the %u-byte "
         "view. Fix: upload at most the view's length.",
         bytes.size(), dst.length()));
   }
@@ -311,8 +311,8 @@ absl::StatusOr<Readback> Stream::Read(const View& src) {
 absl::Status Stream::ReadBlocking(const View& src, std::span<uint8_t> out) {
   HRX_RETURN_IF_ERROR(CheckOwned(src, "read src"));
   if (out.size() != src.length()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "read_size_mismatch: read: the view is %u bytes but the destination "
+    return Refusal(Reason::kReadSizeMismatch,absl::StrFormat(
+        "read: the view is %u bytes but the destination "
         "holds %u. Fix: pass a destination of exactly the view's length.",
         src.length(), out.size()));
   }
@@ -328,8 +328,8 @@ absl::Status Stream::ReadBlocking(const View& src, std::span<uint8_t> out) {
         std::string bytes,
         state_->Read(part.buffer_handle(), part.offset(), part.length()));
     if (bytes.size() != chunk) {
-      return absl::InternalError(absl::StrFormat(
-          "short_read: the daemon returned %u bytes for a %u-byte read. Fix: "
+      return Refusal(Reason::kShortRead,absl::StrFormat(
+          "the daemon returned %u bytes for a %u-byte read. Fix: "
           "report this daemon bug.",
           bytes.size(), chunk));
     }
@@ -367,8 +367,8 @@ absl::StatusOr<Kernel> Stream::LoadKernelFile(const std::string& path,
                                               const std::string& entry) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::NotFoundError(absl::StrFormat(
-        "kernel_file_missing: load kernel %s: cannot open %s. Fix: pass the "
+    return Refusal(Reason::kKernelFileMissing,absl::StrFormat(
+        "load kernel %s: cannot open %s. Fix: pass the "
         "path of the kernel's code object.",
         entry, path));
   }
@@ -391,8 +391,7 @@ absl::Status Stream::EncodeDispatch(const Kernel& kernel, Dim3 grid, Dim3 block,
                                     std::span<const View> bindings,
                                     hrx::v1::Dispatch* dispatch) const {
   if (kernel.brand() != state_->connection().brand()) {
-    return absl::InvalidArgumentError(
-        "foreign_kernel: dispatch: the kernel was loaded by another client "
+    return Refusal(Reason::kForeignKernel, "dispatch: the kernel was loaded by another client "
         "session. Fix: load it through this stream's hrx::Client.");
   }
   const shared::KernelSignature signature = SignatureOf(kernel);
@@ -426,8 +425,7 @@ absl::StatusOr<Event> Stream::RecordEvent() {
 
 absl::Status Stream::WaitEvent(const Event& event) {
   if (event.brand() != state_->connection().brand()) {
-    return absl::InvalidArgumentError(
-        "foreign_event: wait event: the event belongs to another client's "
+    return Refusal(Reason::kForeignEvent, "wait event: the event belongs to another client's "
         "device. Fix: wait on events recorded through the same hrx::Client.");
   }
   // The recording stream's batch goes first, so the daemon knows the event.
@@ -475,8 +473,7 @@ absl::Status Submission::Wait() { return stream_.Synchronize(); }
 
 absl::StatusOr<std::vector<uint8_t>> Readback::Wait(Stream& stream) {
   if (stream.state_.get() != stream_) {
-    return absl::FailedPreconditionError(
-        "readback_foreign_stream: this readback was queued on another "
+    return Refusal(Reason::kReadbackForeignStream, "this readback was queued on another "
         "stream. Fix: wait on the stream that called Read.");
   }
   std::vector<uint8_t> bytes(length_);

@@ -6,6 +6,7 @@
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/sinks/systemd_sink.h"
 #include "spdlog/spdlog.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 
@@ -13,8 +14,8 @@ absl::Status InitLogging(const std::string& level) {
   const spdlog::level::level_enum parsed = spdlog::level::from_str(level);
   // from_str maps unknown names to "off"; only "off" itself may mean that.
   if (parsed == spdlog::level::off && level != "off") {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "bad_log_level: --log-level=%s is not a level. Fix: use trace, debug, "
+    return Refusal(Reason::kBadLogLevel,absl::StrFormat(
+        "--log-level=%s is not a level. Fix: use trace, debug, "
         "info, warn, error, critical or off.",
         level));
   }

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 namespace {
@@ -141,8 +142,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
       inet_pton(AF_INET, address.substr(0, colon).c_str(), &host) != 1 ||
       !absl::SimpleAtoi(address.substr(colon + 1), &port) || port <= 0 ||
       port > 65535) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "bad_metrics_address: --metrics_listen=%s is not IPV4:PORT. Fix: pass "
+    return Refusal(Reason::kBadMetricsAddress,absl::StrFormat(
+        "--metrics_listen=%s is not IPV4:PORT. Fix: pass "
         "e.g. 127.0.0.1:9464.",
         address));
   }
@@ -157,8 +158,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
       listen(fd, 16) != 0) {
     const std::string error = std::strerror(errno);
     close(fd);
-    return absl::UnavailableError(absl::StrFormat(
-        "metrics_listen_failed: %s: %s. Fix: pick a free port.", address,
+    return Refusal(Reason::kMetricsListenFailed,absl::StrFormat(
+        "%s: %s. Fix: pick a free port.", address,
         error));
   }
   auto server =

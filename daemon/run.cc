@@ -26,6 +26,7 @@
 #include "shared/bytes.h"
 #include "shared/socket_path.h"
 #include "shared/status_macros.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 namespace {
@@ -69,8 +70,8 @@ absl::StatusOr<std::string> ReadPem(const std::string& path,
   std::stringstream text;
   text << in.rdbuf();
   if (!in || text.str().empty()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "tls_file_unreadable: --%s=%s cannot be read. Fix: pass a readable "
+    return Refusal(Reason::kTlsFileUnreadable,absl::StrFormat(
+        "--%s=%s cannot be read. Fix: pass a readable "
         "PEM file.",
         flag, path));
   }
@@ -81,8 +82,8 @@ absl::StatusOr<RemoteListener> ReadRemoteListener(
     const DaemonOptions& options) {
   if (options.tls_cert_path.empty() || options.tls_key_path.empty() ||
       options.tls_client_ca_path.empty()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "tls_required: --listen=%s: remote access needs TLS with client "
+    return Refusal(Reason::kTlsRequired,absl::StrFormat(
+        "--listen=%s: remote access needs TLS with client "
         "certificates. Fix: also pass --tls_cert, --tls_key and "
         "--tls_client_ca, or drop --listen.",
         options.listen_address));
@@ -141,8 +142,7 @@ absl::Status Run(const DaemonOptions& options) {
   RaiseOpenFileLimit(*log);
   Notifier notifier;
   if (options.queue_count == 0) {
-    return absl::InvalidArgumentError(
-        "bad_queue_count: --queue_count=0: the queue pool needs at least one "
+    return Refusal(Reason::kBadQueueCount, "--queue_count=0: the queue pool needs at least one "
         "queue. Fix: pass a positive --queue_count (default 8).");
   }
   const Activation activation = InheritedSocket();
@@ -267,8 +267,8 @@ absl::Status Run(const DaemonOptions& options) {
     server.reset();
     core.reset();
     guard.reset();
-    return absl::UnavailableError(absl::StrCat(
-        "device_lost: ", std::string(device_lost.message()),
+    return Refusal(Reason::kDeviceLost,absl::StrCat(
+        "", std::string(device_lost.message()),
         " Fix: let systemd restart hrxd (Restart=on-failure), and check the "
         "kernel that faulted."));
   }

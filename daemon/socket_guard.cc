@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 namespace {
@@ -29,30 +30,30 @@ std::string Dirname(const std::string& path) {
 
 absl::Status PrepareDirectory(const std::string& dir, mode_t mode) {
   if (mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "socket_dir_failed: cannot create socket directory %s: %s. Fix: "
+    return Refusal(Reason::kSocketDirFailed,absl::StrFormat(
+        "cannot create socket directory %s: %s. Fix: "
         "create its parent or pass --socket in a writable directory.",
         dir, Errno(errno)));
   }
   struct stat info {};
   if (lstat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "socket_dir_failed: %s is not a directory. Fix: remove it or pass "
+    return Refusal(Reason::kSocketDirFailed,absl::StrFormat(
+        "%s is not a directory. Fix: remove it or pass "
         "--socket elsewhere.",
         dir));
   }
   // Someone else's directory (say, a pre-created /tmp/hrxd-UID) could let
   // them swap the socket: refuse rather than trust it.
   if (info.st_uid != geteuid()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "socket_dir_foreign: socket directory %s belongs to uid %u, not to "
+    return Refusal(Reason::kSocketDirForeign,absl::StrFormat(
+        "socket directory %s belongs to uid %u, not to "
         "this daemon's uid %u. Fix: remove the directory or pass --socket "
         "in a directory you own.",
         dir, info.st_uid, geteuid()));
   }
   if ((info.st_mode & 0777) != mode && chmod(dir.c_str(), mode) != 0) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "socket_dir_failed: chmod %o %s: %s. Fix: check the directory's "
+    return Refusal(Reason::kSocketDirFailed,absl::StrFormat(
+        "chmod %o %s: %s. Fix: check the directory's "
         "ownership.",
         mode, dir, Errno(errno)));
   }
@@ -89,8 +90,8 @@ absl::StatusOr<std::unique_ptr<SocketGuard>> SocketGuard::Claim(
     const std::string& socket_path, unsigned socket_mode) {
   if (socket_path.empty() ||
       socket_path.size() >= sizeof(sockaddr_un{}.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "socket_path_too_long: socket path %s is %u bytes; a Unix socket path "
+    return Refusal(Reason::kSocketPathTooLong,absl::StrFormat(
+        "socket path %s is %u bytes; a Unix socket path "
         "must be 1 to %u bytes. Fix: pass a shorter --socket.",
         socket_path, socket_path.size(), sizeof(sockaddr_un{}.sun_path) - 1));
   }
@@ -103,16 +104,16 @@ absl::StatusOr<std::unique_ptr<SocketGuard>> SocketGuard::Claim(
   const int lock_fd =
       open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd < 0) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "socket_lock_failed: open %s: %s. Fix: check the socket directory's "
+    return Refusal(Reason::kSocketLockFailed,absl::StrFormat(
+        "open %s: %s. Fix: check the socket directory's "
         "permissions.",
         lock_path, Errno(errno)));
   }
   if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     const std::string holder = ReadHolderPid(lock_fd);
     close(lock_fd);
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "socket_in_use: another hrxd (pid %s) holds %s. Fix: stop that daemon "
+    return Refusal(Reason::kSocketInUse,absl::StrFormat(
+        "another hrxd (pid %s) holds %s. Fix: stop that daemon "
         "or pass a different --socket.",
         holder, socket_path));
   }
@@ -120,15 +121,15 @@ absl::StatusOr<std::unique_ptr<SocketGuard>> SocketGuard::Claim(
   // unless something other than hrxd listens on it.
   if (SomeoneListens(socket_path)) {
     close(lock_fd);
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "socket_in_use: a process that is not an hrxd is listening on %s. "
+    return Refusal(Reason::kSocketInUse,absl::StrFormat(
+        "a process that is not an hrxd is listening on %s. "
         "Fix: stop it or pass a different --socket.",
         socket_path));
   }
   if (unlink(socket_path.c_str()) != 0 && errno != ENOENT) {
     close(lock_fd);
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "socket_stale: cannot remove stale socket %s: %s. Fix: remove it by "
+    return Refusal(Reason::kSocketStale,absl::StrFormat(
+        "cannot remove stale socket %s: %s. Fix: remove it by "
         "hand.",
         socket_path, Errno(errno)));
   }

@@ -1,6 +1,7 @@
 #include "shared/launch_check.h"
 
 #include "absl/strings/str_format.h"
+#include "shared/refusal.h"
 
 namespace hrx::shared {
 namespace {
@@ -23,8 +24,8 @@ absl::Status CheckLaunchShape(std::string_view what, const Dim3& grid,
     if (work_items <= kMaxBlockWorkItems) work_items *= block[d];
   }
   if (zero || work_items > kMaxBlockWorkItems) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "bad_launch_shape: %s: grid %s and block %s; every dimension must be "
+    return Refusal(Reason::kBadLaunchShape,absl::StrFormat(
+        "%s: grid %s and block %s; every dimension must be "
         "nonzero and a block at most %u work-items (this one has %u). Fix: "
         "pass a nonzero grid and a block of 1 to %u work-items.",
         what, Dims(grid), Dims(block), kMaxBlockWorkItems, work_items,
@@ -33,8 +34,8 @@ absl::Status CheckLaunchShape(std::string_view what, const Dim3& grid,
   for (int d = 0; d < 3; ++d) {
     if (compiled_workgroup_size[d] != 0 &&
         compiled_workgroup_size[d] != block[d]) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "workgroup_size_mismatch: %s: block %s disagrees with the kernel's "
+      return Refusal(Reason::kWorkgroupSizeMismatch,absl::StrFormat(
+          "%s: block %s disagrees with the kernel's "
           "compiled workgroup size %s (0 means any). Fix: launch with the "
           "compiled block size.",
           what, Dims(block), Dims(compiled_workgroup_size)));
@@ -64,16 +65,16 @@ absl::Status CheckArguments(std::string_view what,
                             size_t constants_bytes, size_t binding_count) {
   const uint32_t want_bytes = ConstantBytes(signature);
   if (constants_bytes != want_bytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "constants_mismatch: %s: %u bytes of constants where the kernel's "
+    return Refusal(Reason::kConstantsMismatch,absl::StrFormat(
+        "%s: %u bytes of constants where the kernel's "
         "scalars take %u. Fix: push exactly the kernel's scalar arguments, "
         "in declaration order, at their declared widths.",
         what, constants_bytes, want_bytes));
   }
   const uint32_t want_bindings = BindingCount(signature);
   if (binding_count != want_bindings) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "bindings_mismatch: %s: %u bindings where the kernel takes %u buffer "
+    return Refusal(Reason::kBindingsMismatch,absl::StrFormat(
+        "%s: %u bindings where the kernel takes %u buffer "
         "arguments. Fix: bind one view per buffer argument.",
         what, binding_count, want_bindings));
   }

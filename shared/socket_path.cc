@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "shared/refusal.h"
 
 namespace hrx::shared {
 namespace {
@@ -71,16 +72,16 @@ absl::Status CheckTrustedSocket(const std::string& path) {
   if (stat(dir.c_str(), &dir_info) != 0) return absl::OkStatus();
   const std::vector<uid_t> owners = TrustedOwners();
   const auto refuse = [&](const std::string& what, uid_t owner) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "untrusted_socket: %s belongs to uid %u, which is neither root, you "
+    return Refusal(Reason::kUntrustedSocket,absl::StrFormat(
+        "%s belongs to uid %u, which is neither root, you "
         "(uid %u) nor the daemon's user \"%s\": anyone could have put it "
         "there to impersonate hrxd. Fix: remove it and start hrxd again, or "
         "connect to the system daemon's %s.",
         what, owner, getuid(), kDaemonUser, kSystemSocketPath));
   };
   if (!S_ISSOCK(socket_info.st_mode)) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "untrusted_socket: %s is not a socket. Fix: point --socket or %s at "
+    return Refusal(Reason::kUntrustedSocket,absl::StrFormat(
+        "%s is not a socket. Fix: point --socket or %s at "
         "the socket hrxd prints.",
         path, kSocketEnvVar));
   }
@@ -91,8 +92,8 @@ absl::Status CheckTrustedSocket(const std::string& path) {
     return refuse("its directory " + dir, dir_info.st_uid);
   }
   if ((dir_info.st_mode & 0022) != 0 && (dir_info.st_mode & S_ISVTX) == 0) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "untrusted_socket: the directory %s (mode %o) lets others replace the "
+    return Refusal(Reason::kUntrustedSocket,absl::StrFormat(
+        "the directory %s (mode %o) lets others replace the "
         "socket. Fix: make it writable only by its owner (chmod go-w).",
         dir, dir_info.st_mode & 07777));
   }

@@ -1,6 +1,7 @@
 #include "shared/span_check.h"
 
 #include "absl/strings/str_format.h"
+#include "shared/refusal.h"
 
 namespace hrx::shared {
 
@@ -11,8 +12,8 @@ absl::Status CheckSpan(std::string_view what, uint64_t offset, uint64_t length,
   if (offset <= capacity && length <= capacity - offset) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "view_out_of_range: %s: span offset %u + length %u exceeds the buffer's "
+  return Refusal(Reason::kViewOutOfRange,absl::StrFormat(
+      "%s: span offset %u + length %u exceeds the buffer's "
       "%u bytes. Fix: keep offset + length within the buffer's size.",
       what, offset, length, capacity));
 }

@@ -8,8 +8,11 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "shared/grpc_status.h"
+#include "shared/refusal.h"
 
 namespace hrxctl {
+using ::hrx::Reason;
+using ::hrx::Refusal;
 namespace {
 
 std::string Read(const std::string& path) {
@@ -36,8 +39,8 @@ absl::Status Target::Check(const grpc::Status& status) const {
   }
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
       status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return absl::UnavailableError(absl::StrFormat(
-        "daemon_unreachable: no hrxd answers at %s over TLS (%s). Fix: check "
+    return Refusal(Reason::kDaemonUnreachable,absl::StrFormat(
+        "no hrxd answers at %s over TLS (%s). Fix: check "
         "the address, that hrxd runs with --listen there, and that "
         "--tls_cert/--tls_key/--tls_ca are the right files.",
         remote, status.error_message()));

@@ -13,6 +13,7 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "shared/grpc_status.h"
 #include "shared/socket_path.h"
+#include "shared/refusal.h"
 
 namespace hrx::client::internal {
 namespace {
@@ -66,8 +67,8 @@ absl::Status CallStatus(const grpc::Status& status,
   }
   struct stat info {};
   const bool exists = stat(socket_path.c_str(), &info) == 0;
-  return absl::UnavailableError(absl::StrFormat(
-      "daemon_unreachable: no hrxd answers at %s (%s; %s). Fix: start the "
+  return Refusal(Reason::kDaemonUnreachable,absl::StrFormat(
+      "no hrxd answers at %s (%s; %s). Fix: start the "
       "daemon (make run), or point %s or --socket at the socket it prints.",
       socket_path, exists ? "the socket file exists" : "no such socket file",
       status.error_message(), shared::kSocketEnvVar));

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "shared/fd_channel_wire.h"
+#include "shared/refusal.h"
 
 namespace hrx::client::internal {
 
@@ -21,16 +22,16 @@ absl::StatusOr<shared::UniqueFd> RedeemTicket(const std::string& fd_socket,
   if (!sock.valid() ||
       connect(sock.get(), reinterpret_cast<sockaddr*>(&address),
               sizeof(address)) != 0) {
-    return absl::UnavailableError(absl::StrFormat(
-        "side_channel_unreachable: cannot connect to hrxd's descriptor side "
+    return Refusal(Reason::kSideChannelUnreachable,absl::StrFormat(
+        "cannot connect to hrxd's descriptor side "
         "channel %s: %s. Fix: check that the daemon runs and this process may "
         "open its socket.",
         fd_socket, std::strerror(errno)));
   }
   if (send(sock.get(), ticket.data(), ticket.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(ticket.size())) {
-    return absl::UnavailableError(absl::StrFormat(
-        "side_channel_failed: sending the ticket to %s: %s. Fix: retry.",
+    return Refusal(Reason::kSideChannelFailed,absl::StrFormat(
+        "sending the ticket to %s: %s. Fix: retry.",
         fd_socket, std::strerror(errno)));
   }
   shared::FdReplyHeader header{};
@@ -56,8 +57,8 @@ absl::StatusOr<shared::UniqueFd> RedeemTicket(const std::string& fd_socket,
   if (got != static_cast<ssize_t>(sizeof(header)) ||
       header.magic != shared::kFdReplyMagic ||
       header.message_length > shared::kMaxFdReplyMessage) {
-    return absl::InternalError(absl::StrFormat(
-        "side_channel_protocol: %s sent no valid reply. Fix: use a client "
+    return Refusal(Reason::kSideChannelProtocol,absl::StrFormat(
+        "%s sent no valid reply. Fix: use a client "
         "library of the daemon's version.",
         fd_socket));
   }
@@ -73,8 +74,8 @@ absl::StatusOr<shared::UniqueFd> RedeemTicket(const std::string& fd_socket,
                         std::string(message, read_total));
   }
   if (!descriptor.valid()) {
-    return absl::InternalError(absl::StrFormat(
-        "side_channel_protocol: %s accepted the ticket but sent no "
+    return Refusal(Reason::kSideChannelProtocol,absl::StrFormat(
+        "%s accepted the ticket but sent no "
         "descriptor. Fix: report this daemon bug.",
         fd_socket));
   }

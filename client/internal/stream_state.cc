@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "hrx/stream.h"
+#include "shared/refusal.h"
 
 namespace hrx::client::internal {
 namespace {
@@ -63,8 +64,8 @@ absl::Status StreamState::BrokenLocked() {
     call_->WritesDone();
     broken_status_ = connection_->Check(call_->Finish());
     if (broken_status_.ok()) {
-      broken_status_ = absl::UnavailableError(absl::StrFormat(
-          "stream_broken: hrxd at %s ended stream %u. Fix: check that the "
+      broken_status_ = Refusal(Reason::kStreamBroken,absl::StrFormat(
+          "hrxd at %s ended stream %u. Fix: check that the "
           "daemon runs, then create a new stream.",
           connection_->socket_path(), handle_.object));
     }
@@ -110,8 +111,8 @@ absl::StatusOr<hrx::v1::StreamReply> StreamState::RoundTripLocked(
   // before this request has been taken in.
   unacknowledged_ = false;
   if (reply.token() != token) {
-    return absl::InternalError(absl::StrFormat(
-        "stream_protocol: expected the reply to request %u, got %u. Fix: "
+    return Refusal(Reason::kStreamProtocol,absl::StrFormat(
+        "expected the reply to request %u, got %u. Fix: "
         "report this daemon bug.",
         token, reply.token()));
   }

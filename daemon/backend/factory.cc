@@ -3,6 +3,7 @@
 #include "absl/strings/str_format.h"
 #include "daemon/backend/cpu/cpu_backend.h"
 #include "daemon/backend/gpu_backend.h"
+#include "shared/refusal.h"
 
 namespace hrx::backend {
 namespace {
@@ -30,8 +31,8 @@ absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(
              std::string(hip.status().message()));
     return OpenCpuBackend(options);
   }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "unknown_backend: --backend=%s is not a backend. Fix: use auto, cpu or "
+  return Refusal(Reason::kUnknownBackend,absl::StrFormat(
+      "--backend=%s is not a backend. Fix: use auto, cpu or "
       "hip.",
       options.choice));
 }

@@ -14,6 +14,7 @@
 #include "daemon/core/descriptor_holds.h"
 #include "daemon/core/session.h"
 #include "shared/status_macros.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 namespace {
@@ -49,8 +50,8 @@ backend::MemoryKind MemoryKindOf(AllocationKind kind) {
 // Observers may look, never touch.
 absl::Status RequireWriter(const Session& session, std::string_view what) {
   if (session.tenant->role() != hrx::v1::ROLE_OBSERVER) return absl::OkStatus();
-  return absl::PermissionDeniedError(absl::StrFormat(
-      "observer_read_only: %s: tenant \"%s\" (%s) has the observer role, "
+  return Refusal(Reason::kObserverReadOnly,absl::StrFormat(
+      "%s: tenant \"%s\" (%s) has the observer role, "
       "which may only inspect. Fix: run the client as a uid of a client "
       "tenant, or change the tenant's role in the config.",
       what, session.tenant->name(), session.Who()));
@@ -128,8 +129,7 @@ void Core::ProcessExited(pid_t pid) {
 absl::StatusOr<ChargeRef> Core::AdmitConnection(const PeerIdentity& caller) {
   std::shared_ptr<Tenant> tenant = tenants_->Resolve(caller);
   if (tenant == nullptr) {
-    return absl::PermissionDeniedError(
-        "unknown_caller: no tenant takes this caller. Fix: list it in the "
+    return Refusal(Reason::kUnknownCaller, "no tenant takes this caller. Fix: list it in the "
         "config.");
   }
   return tenant->Reserve(
@@ -247,14 +247,14 @@ absl::StatusOr<uint64_t> Core::OpenSession(const std::string& client_name,
                                            const PeerIdentity& caller) {
   std::shared_ptr<Tenant> tenant = tenants_->Resolve(caller);
   if (tenant == nullptr) {
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "unknown_certificate: open session: no tenant lists certificate "
+    return Refusal(Reason::kUnknownCertificate,absl::StrFormat(
+        "open session: no tenant lists certificate "
         "subject \"%s\". Fix: add it to a tenant's certificate_subjects.",
         caller.certificate_subject));
   }
   if (client_name.size() > kMaxClientNameBytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "client_name_too_long: open session: client name is %u bytes, the "
+    return Refusal(Reason::kClientNameTooLong,absl::StrFormat(
+        "open session: client name is %u bytes, the "
         "limit is %u. Fix: send a shorter client_name.",
         client_name.size(), kMaxClientNameBytes));
   }
@@ -262,8 +262,8 @@ absl::StatusOr<uint64_t> Core::OpenSession(const std::string& client_name,
   for (size_t i = 0; i < client_name.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(client_name[i]);
     if (c < 0x20 || c == 0x7f) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "bad_client_name: open session: byte %u of the client name is "
+      return Refusal(Reason::kBadClientName,absl::StrFormat(
+          "open session: byte %u of the client name is "
           "control character 0x%02x. Fix: send a client_name of printable "
           "characters.",
           i, c));
@@ -279,8 +279,8 @@ absl::StatusOr<uint64_t> Core::OpenSession(const std::string& client_name,
                                             caller.pid)));
   absl::ReleasableMutexLock lock(&mu_);
   if (sessions_.size() >= kMaxSessions) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "too_many_sessions: open session: %u sessions are open, the limit is "
+    return Refusal(Reason::kTooManySessions,absl::StrFormat(
+        "open session: %u sessions are open, the limit is "
         "%u. Fix: close idle sessions (hrxctl status shows the count).",
         sessions_.size(), kMaxSessions));
   }
@@ -308,8 +308,8 @@ absl::Status Core::VerifyCaller(uint64_t session, const PeerIdentity& caller) {
     owner->last_call_ns.store(absl::ToUnixNanos(absl::Now()));
     return absl::OkStatus();
   }
-  return absl::PermissionDeniedError(absl::StrFormat(
-      "session_not_yours: the session was opened by %s on another "
+  return Refusal(Reason::kSessionNotYours,absl::StrFormat(
+      "the session was opened by %s on another "
       "connection; this call comes from %s. Fix: open a session on the "
       "calling connection; session handles are not transferable.",
       owner->Who(),
@@ -351,8 +351,7 @@ void Core::CloseSession(
       while (!stream->parked.empty()) {
         GatedOp op = std::move(stream->parked.front());
         stream->parked.pop_front();
-        op(absl::CancelledError(
-               "session_closed: the session closed before this operation "
+        op(Refusal(Reason::kSessionClosed, "the session closed before this operation "
                "ran. Fix: open a new session."),
            cancelled);
       }
@@ -413,8 +412,8 @@ DeviceInfo Core::device_info() const {
 absl::Status Core::SetQueueCount(uint64_t session, uint32_t count) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
   if (owner->tenant->role() != hrx::v1::ROLE_ADMIN) {
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "role_required: set queue count: the pool is shared by every tenant, "
+    return Refusal(Reason::kRoleRequired,absl::StrFormat(
+        "set queue count: the pool is shared by every tenant, "
         "and tenant \"%s\" is not an admin. Fix: ask an admin, or start hrxd "
         "with --queue_count.",
         owner->tenant->name()));
@@ -430,8 +429,8 @@ absl::Status Core::RequireRole(const PeerIdentity& caller, hrx::v1::Role role) {
                        (role == hrx::v1::ROLE_OBSERVER &&
                         has == hrx::v1::ROLE_OBSERVER);
   if (allowed) return absl::OkStatus();
-  return absl::PermissionDeniedError(absl::StrFormat(
-      "role_required: uid %u (tenant \"%s\") has role %s; this needs %s. "
+  return Refusal(Reason::kRoleRequired,absl::StrFormat(
+      "uid %u (tenant \"%s\") has role %s; this needs %s. "
       "Fix: run it as a uid of a tenant with that role in the config.",
       caller.uid, tenant != nullptr ? tenant->name() : "none",
       hrx::v1::Role_Name(has), hrx::v1::Role_Name(role)));
@@ -439,8 +438,8 @@ absl::Status Core::RequireRole(const PeerIdentity& caller, hrx::v1::Role role) {
 
 absl::Status Core::RequireKnownCaller(const PeerIdentity& caller) const {
   if (tenants_->Resolve(caller) != nullptr) return absl::OkStatus();
-  return absl::PermissionDeniedError(absl::StrFormat(
-      "unknown_certificate: no tenant lists certificate subject \"%s\". Fix: "
+  return Refusal(Reason::kUnknownCertificate,absl::StrFormat(
+      "no tenant lists certificate subject \"%s\". Fix: "
       "add it to a tenant's certificate_subjects.",
       caller.certificate_subject));
 }
@@ -531,8 +530,8 @@ std::vector<BufferSummary> Core::ListBuffers(const std::string& tenant,
 absl::Status Core::SetBudget(const std::string& tenant, const Limits& limits) {
   std::shared_ptr<Tenant> found = tenants_->Find(tenant);
   if (found == nullptr) {
-    return absl::NotFoundError(absl::StrFormat(
-        "unknown_tenant: set budget: there is no tenant %s. Fix: use a "
+    return Refusal(Reason::kUnknownTenant,absl::StrFormat(
+        "set budget: there is no tenant %s. Fix: use a "
         "name from hrxctl tenants.",
         shared::QuoteForMessage(tenant)));
   }
@@ -682,19 +681,18 @@ absl::StatusOr<uint64_t> Core::Grant(uint64_t session, uint64_t buffer,
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
   HRX_RETURN_IF_ERROR(RequireWriter(*owner, "grant buffer"));
   if (tenant.empty() == (grantee_session == 0)) {
-    return absl::InvalidArgumentError(
-        "bad_grantee: grant buffer: name exactly one grantee, a tenant or a "
+    return Refusal(Reason::kBadGrantee, "grant buffer: name exactly one grantee, a tenant or a "
         "session. Fix: set tenant or session in the request.");
   }
   if (!tenant.empty() && tenants_->Find(tenant) == nullptr) {
-    return absl::NotFoundError(absl::StrFormat(
-        "unknown_tenant: grant buffer: there is no tenant %s. Fix: use a "
+    return Refusal(Reason::kUnknownTenant,absl::StrFormat(
+        "grant buffer: there is no tenant %s. Fix: use a "
         "name from hrxctl tenants.",
         shared::QuoteForMessage(tenant)));
   }
   if (grantee_session != 0 && !FindSession(grantee_session).ok()) {
-    return absl::NotFoundError(absl::StrFormat(
-        "unknown_session: grant buffer: there is no open session %016x. Fix: "
+    return Refusal(Reason::kUnknownSession,absl::StrFormat(
+        "grant buffer: there is no open session %016x. Fix: "
         "grant to a session that is open (or to its tenant).",
         grantee_session));
   }
@@ -730,8 +728,8 @@ absl::StatusOr<BufferInfo> Core::Import(uint64_t session, uint64_t grant) {
     absl::MutexLock lock(&mu_);
     auto it = grants_.find(grant);
     if (it == grants_.end()) {
-      return absl::NotFoundError(absl::StrFormat(
-          "unknown_grant: import: grant %016x does not exist or was revoked. "
+      return Refusal(Reason::kUnknownGrant,absl::StrFormat(
+          "import: grant %016x does not exist or was revoked. "
           "Fix: ask the owner for a current grant.",
           grant));
     }
@@ -740,8 +738,8 @@ absl::StatusOr<BufferInfo> Core::Import(uint64_t session, uint64_t grant) {
                              ? entry.grantee_session == session
                              : entry.tenant == importer->tenant->name();
     if (!allowed) {
-      return absl::PermissionDeniedError(absl::StrFormat(
-          "grant_not_yours: import: grant %016x is for %s; this session "
+      return Refusal(Reason::kGrantNotYours,absl::StrFormat(
+          "import: grant %016x is for %s; this session "
           "belongs to tenant \"%s\". Fix: import it from the grantee.",
           grant,
           entry.grantee_session != 0
@@ -765,8 +763,8 @@ absl::Status Core::Revoke(uint64_t session, uint64_t grant) {
   absl::MutexLock lock(&mu_);
   auto it = grants_.find(grant);
   if (it == grants_.end() || it->second.owner_session != session) {
-    return absl::NotFoundError(absl::StrFormat(
-        "unknown_grant: revoke: this session has no grant %016x. Fix: revoke "
+    return Refusal(Reason::kUnknownGrant,absl::StrFormat(
+        "revoke: this session has no grant %016x. Fix: revoke "
         "grants this session made.",
         grant));
   }
@@ -821,8 +819,8 @@ absl::StatusOr<shared::UniqueFd> Core::Redeem(std::string_view ticket,
   if (peer.pid <= 0) {
     // The kernel cannot show this peer's process (another PID namespace):
     // nothing would tell the exporter from another process of its uid.
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "peer_not_visible: redeem: the side channel peer (uid %u) is in a PID "
+    return Refusal(Reason::kPeerNotVisible,absl::StrFormat(
+        "redeem: the side channel peer (uid %u) is in a PID "
         "namespace hrxd cannot see, so the ticket's process cannot be "
         "checked. Fix: run hrxd in its clients' PID namespace (or a parent "
         "of it), or move data through Upload and Read instead of mappings.",
@@ -838,14 +836,12 @@ absl::StatusOr<shared::UniqueFd> Core::Redeem(std::string_view ticket,
     absl::MutexLock lock(&mu_);
     auto it = tickets_.find(std::string(ticket));
     if (it == tickets_.end()) {
-      return absl::NotFoundError(
-          "unknown_ticket: redeem: no such export ticket. Fix: redeem the "
+      return Refusal(Reason::kUnknownTicket, "redeem: no such export ticket. Fix: redeem the "
           "ticket Buffers.Export returned, on the side channel it named.");
     }
     TicketEntry& entry = it->second;
     if (entry.used && !entry.expired) {
-      return absl::FailedPreconditionError(
-          "ticket_used: redeem: the ticket was already redeemed; tickets are "
+      return Refusal(Reason::kTicketUsed, "redeem: the ticket was already redeemed; tickets are "
           "single-use. Fix: call Buffers.Export again for another descriptor.");
     }
     if (entry.expired || absl::Now() > entry.deadline) {
@@ -854,8 +850,8 @@ absl::StatusOr<shared::UniqueFd> Core::Redeem(std::string_view ticket,
       entry.fd.Reset();
       entry.memory.reset();  // a spent ticket holds nothing
       entry.charge.reset();
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "ticket_expired: redeem: the ticket expired %s ago (tickets live "
+      return Refusal(Reason::kTicketExpired,absl::StrFormat(
+          "redeem: the ticket expired %s ago (tickets live "
           "%s). Fix: redeem promptly after Buffers.Export, or export again.",
           absl::FormatDuration(absl::Now() - entry.deadline),
           absl::FormatDuration(ticket_lifetime_)));
@@ -873,8 +869,8 @@ absl::StatusOr<shared::UniqueFd> Core::Redeem(std::string_view ticket,
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
   const PeerIdentity& opener = owner->identity;
   if (opener.pid != peer.pid || opener.uid != peer.uid) {
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "ticket_not_yours: redeem: the ticket belongs to a session of %s; "
+    return Refusal(Reason::kTicketNotYours,absl::StrFormat(
+        "redeem: the ticket belongs to a session of %s; "
         "the side channel peer is uid %u, pid %u. Fix: redeem tickets in the "
         "process that exported them; share buffers with a grant.",
         owner->Who(), peer.uid, peer.pid));
@@ -892,8 +888,8 @@ absl::Status Core::ReleaseExport(uint64_t session, uint64_t export_id) {
     absl::MutexLock lock(&owner->mu);
     auto it = owner->exports.find(export_id);
     if (it == owner->exports.end()) {
-      return absl::NotFoundError(absl::StrFormat(
-          "unknown_export: release export %u: this session holds no such "
+      return Refusal(Reason::kUnknownExport,absl::StrFormat(
+          "release export %u: this session holds no such "
           "mapping. Fix: release each mapping once.",
           export_id));
     }
@@ -913,8 +909,8 @@ absl::StatusOr<KernelInfo> Core::LoadKernel(
   // Checked before a byte of the object is mapped: on the CPU backend
   // loading runs the object's code (its constructors) inside hrxd.
   if (!owner->tenant->load_kernels()) {
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "kernel_loading_not_allowed: load kernel %s: tenant \"%s\" (%s) may "
+    return Refusal(Reason::kKernelLoadingNotAllowed,absl::StrFormat(
+        "load kernel %s: tenant \"%s\" (%s) may "
         "not load kernels; a kernel runs with the daemon's privileges. Fix: "
         "set load_kernels: true on the tenant in the config, for tenants "
         "trusted as the daemon's own user.",
@@ -928,8 +924,8 @@ absl::StatusOr<KernelInfo> Core::LoadKernel(
   {
     absl::MutexLock lock(&owner->mu);
     if (owner->kernels.size() >= kMaxKernelsPerSession) {
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "too_many_kernels: load kernel %s: the session holds %u kernels, "
+      return Refusal(Reason::kTooManyKernels,absl::StrFormat(
+          "load kernel %s: the session holds %u kernels, "
           "the limit is %u. Fix: unload kernels it no longer uses.",
           entry, owner->kernels.size(), kMaxKernelsPerSession));
     }
@@ -939,8 +935,8 @@ absl::StatusOr<KernelInfo> Core::LoadKernel(
   if (declared != nullptr &&
       (declared->args != kernel->signature().args ||
        declared->workgroup_size != kernel->signature().workgroup_size)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "signature_mismatch: load kernel %s: declared %s but the module "
+    return Refusal(Reason::kSignatureMismatch,absl::StrFormat(
+        "load kernel %s: declared %s but the module "
         "declares %s. Fix: declare the kernel's real signature, or none to "
         "use the module's.",
         entry, SignatureText(*declared), SignatureText(kernel->signature())));
@@ -1014,8 +1010,8 @@ absl::StatusOr<bool> Core::QueryEvent(uint64_t session, uint64_t event) {
   absl::MutexLock lock(&owner->mu);
   auto it = owner->events.find(event);
   if (it == owner->events.end()) {
-    return absl::NotFoundError(absl::StrFormat(
-        "unknown_event: query event %u: this session has no such event. "
+    return Refusal(Reason::kUnknownEvent,absl::StrFormat(
+        "query event %u: this session has no such event. "
         "Fix: query events recorded by this session's streams.",
         event));
   }
@@ -1032,8 +1028,8 @@ void Core::SynchronizeEvent(uint64_t session, uint64_t event,
     absl::MutexLock lock(&(*owner)->mu);
     auto it = (*owner)->events.find(event);
     if (it == (*owner)->events.end() || it->second.queue == nullptr) {
-      return done(absl::NotFoundError(absl::StrFormat(
-          "unknown_event: synchronize event %u: this session has no such "
+      return done(Refusal(Reason::kUnknownEvent,absl::StrFormat(
+          "synchronize event %u: this session has no such "
           "published event. Fix: synchronize events recorded by this "
           "session's streams.",
           event)));
@@ -1047,8 +1043,8 @@ absl::Status Core::ReleaseEvent(uint64_t session, uint64_t event) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
   absl::MutexLock lock(&owner->mu);
   if (owner->events.erase(event) == 0) {
-    return absl::NotFoundError(absl::StrFormat(
-        "unknown_event: release event %u: this session has no such event. "
+    return Refusal(Reason::kUnknownEvent,absl::StrFormat(
+        "release event %u: this session has no such event. "
         "Fix: release each recorded event once.",
         event));
   }
@@ -1057,13 +1053,8 @@ absl::Status Core::ReleaseEvent(uint64_t session, uint64_t event) {
 
 void Core::CountRefusal(const absl::Status& status) {
   if (status.ok()) return;
-  const std::string message(status.message());
-  const size_t colon = message.find(':');
-  std::string reason(colon == std::string::npos ? "other"
-                                                      : message.substr(0, colon));
-  if (reason.find(' ') != std::string::npos) reason = "other";
   absl::MutexLock lock(&mu_);
-  ++refusals_[reason];
+  ++refusals_[std::string(ReasonToken(status))];
 }
 
 std::map<std::string, uint64_t> Core::refusals() const {

@@ -238,7 +238,7 @@ class Core {
   void SynchronizeEvent(uint64_t session, uint64_t event, DoneCallback done);
   absl::Status ReleaseEvent(uint64_t session, uint64_t event);
 
-  // Counts a refused call by its reason token (the message up to ':').
+  // Counts a refused call by its reason (shared/refusal.h), not its text.
   void CountRefusal(const absl::Status& status);
   std::map<std::string, uint64_t> refusals() const;
 

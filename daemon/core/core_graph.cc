@@ -10,6 +10,7 @@
 #include "daemon/core/session.h"
 #include "shared/span_check.h"
 #include "shared/status_macros.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 namespace {
@@ -18,8 +19,8 @@ using backend::GraphNode;
 
 absl::Status NodeError(size_t index, size_t count, const std::string& why,
                        const std::string& fix) {
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "bad_graph_node: graph node %u of %u: %s. Fix: %s", index + 1, count, why,
+  return Refusal(Reason::kBadGraphNode,absl::StrFormat(
+      "graph node %u of %u: %s. Fix: %s", index + 1, count, why,
       fix));
 }
 
@@ -58,8 +59,8 @@ absl::StatusOr<GraphExecInfo> Core::CreateGraphExec(uint64_t session,
                                                     GraphSpec spec) {
   const size_t count = spec.nodes.size();
   if (count > kMaxGraphNodes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "graph_too_large: finish graph: %u nodes, the capacity is %u. Fix: "
+    return Refusal(Reason::kGraphTooLarge,absl::StrFormat(
+        "finish graph: %u nodes, the capacity is %u. Fix: "
         "split the graph.",
         count, kMaxGraphNodes));
   }
@@ -69,15 +70,15 @@ absl::StatusOr<GraphExecInfo> Core::CreateGraphExec(uint64_t session,
     if (spec.nodes[i].op != GraphNodeSpec::Op::kJoin) ++runnable;
   }
   if (spec.profiled && spec.labels.size() != runnable) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "label_mismatch: finish profiled graph: %u labels for %u non-join "
+    return Refusal(Reason::kLabelMismatch,absl::StrFormat(
+        "finish profiled graph: %u labels for %u non-join "
         "nodes. Fix: give one label per fill, copy and dispatch, in order.",
         spec.labels.size(), runnable));
   }
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, FindSession(session));
   if (owner->tenant->role() == hrx::v1::ROLE_OBSERVER) {
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "observer_read_only: finish graph: tenant \"%s\" (%s) has the "
+    return Refusal(Reason::kObserverReadOnly,absl::StrFormat(
+        "finish graph: tenant \"%s\" (%s) has the "
         "observer role, which may only inspect. Fix: run the client as a uid "
         "of a client tenant.",
         owner->tenant->name(), owner->Who()));
@@ -196,19 +197,16 @@ void Core::LaunchProfiled(
       if (!entry.ok()) return fail(entry.status());
       GraphExecEntry& graph = **entry;
       if (!graph.profiled) {
-        return fail(absl::FailedPreconditionError(
-            "graph_not_profiled: launch profiled: the graph was finished "
+        return fail(Refusal(Reason::kGraphNotProfiled, "launch profiled: the graph was finished "
             "without labels. Fix: finish it with FinishProfiled(labels)."));
       }
       if (graph.stream_id != target->id) {
-        return fail(absl::FailedPreconditionError(
-            "graph_wrong_stream: launch profiled: the graph was recorded on "
+        return fail(Refusal(Reason::kGraphWrongStream, "launch profiled: the graph was recorded on "
             "another stream and replays only there. Fix: launch it on the "
             "stream that recorded it."));
       }
       if (graph.failed->load()) {
-        return fail(absl::FailedPreconditionError(
-            "graph_failed: launch profiled: an earlier launch of this graph "
+        return fail(Refusal(Reason::kGraphFailed, "launch profiled: an earlier launch of this graph "
             "failed. Fix: clear the failure before launching again."));
       }
       auto times = std::make_shared<std::vector<uint64_t>>(

@@ -16,6 +16,7 @@
 #include "shared/bytes.h"
 #include "shared/span_check.h"
 #include "shared/status_macros.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 using planner::Plan;
@@ -51,8 +52,7 @@ struct Core::SubmitJob {
 namespace {
 
 absl::Status SessionClosed() {
-  return absl::CancelledError(
-      "session_closed: the stream's session closed (its client ended, or an "
+  return Refusal(Reason::kSessionClosed, "the stream's session closed (its client ended, or an "
       "admin evicted it) before this operation ran. Fix: open a new "
       "session.");
 }
@@ -105,8 +105,8 @@ void Core::RunInOrderLocked(StreamEntry& stream, GatedOp op, Deferred& after) {
   if (stream.closed) return op(SessionClosed(), after);
   if (!stream.suspended && stream.parked.empty()) return op(absl::OkStatus(), after);
   if (stream.parked.size() >= kMaxParkedOps) {
-    return op(absl::ResourceExhaustedError(absl::StrFormat(
-                  "stream_busy: %u operations already wait behind a batch "
+    return op(Refusal(Reason::kStreamBusy,absl::StrFormat(
+                  "%u operations already wait behind a batch "
                   "suspended at the staging bound (the limit is %u). Fix: "
                   "wait for earlier calls on the stream before sending more.",
                   stream.parked.size(), kMaxParkedOps)),
@@ -127,8 +127,8 @@ void Core::Submit(uint64_t session, uint64_t stream,
                   std::vector<Command> commands, SubmitErrors errors,
                   SubmitDone done) {
   if (commands.size() > kMaxCommandsPerSubmit) {
-    return done(absl::InvalidArgumentError(absl::StrFormat(
-        "batch_too_large: submit: %u commands in one batch, the limit is %u. "
+    return done(Refusal(Reason::kBatchTooLarge,absl::StrFormat(
+        "submit: %u commands in one batch, the limit is %u. "
         "Fix: split the batch.",
         commands.size(), kMaxCommandsPerSubmit)));
   }
@@ -136,8 +136,8 @@ void Core::Submit(uint64_t session, uint64_t stream,
   if (!owner.ok()) return done(owner.status());
   Session& s = **owner;
   if (s.tenant->role() == hrx::v1::ROLE_OBSERVER) {
-    return done(absl::PermissionDeniedError(absl::StrFormat(
-        "observer_read_only: submit: tenant \"%s\" (%s) has the observer "
+    return done(Refusal(Reason::kObserverReadOnly,absl::StrFormat(
+        "submit: tenant \"%s\" (%s) has the observer "
         "role, which may only inspect. Fix: run the client as a uid of a "
         "client tenant.",
         s.tenant->name(), s.Who())));
@@ -372,8 +372,8 @@ void Core::Read(uint64_t session, uint64_t stream, const ViewRef& src,
           if (view->length > kMaxInlineReadBytes) {
             return Report(
                 after, done,
-                absl::InvalidArgumentError(absl::StrFormat(
-                    "read_too_large: read src: %s (%u bytes) in one reply, "
+                Refusal(Reason::kReadTooLarge,absl::StrFormat(
+                    "read src: %s (%u bytes) in one reply, "
                     "the limit is %s. Fix: read in chunks of at most %u "
                     "bytes.",
                     shared::FormatBytes(view->length), view->length,

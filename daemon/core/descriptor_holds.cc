@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 
@@ -21,8 +22,8 @@ absl::StatusOr<shared::UniqueFd> OpenExportDescription(
   const std::string path = absl::StrFormat("/proc/self/fd/%d", ours.get());
   const int fresh = open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fresh < 0) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "export_failed: export buffer: cannot open a description of its "
+    return Refusal(Reason::kExportFailed,absl::StrFormat(
+        "export buffer: cannot open a description of its "
         "memory (%s). Fix: raise hrxd's open-file limit.",
         std::strerror(errno)));
   }

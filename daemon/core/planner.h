@@ -15,6 +15,7 @@
 #include "shared/launch_check.h"
 #include "shared/span_check.h"
 #include "shared/status_macros.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon::planner {
 
@@ -139,15 +140,15 @@ class Planner {
     HRX_ASSIGN_OR_RETURN(ResolvedView src,
                          Resolve(session_, copy.src, Label(prefix_, i, count_, "copy", "src")));
     if (dst.length != src.length) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "copy_length_mismatch: %s: dst is %u bytes but src is %u bytes. "
+      return Refusal(Reason::kCopyLengthMismatch,absl::StrFormat(
+          "%s: dst is %u bytes but src is %u bytes. "
           "Fix: copy between views of equal length.",
           Label(prefix_, i, count_, "copy", ""), dst.length, src.length));
     }
     if (dst.memory == src.memory &&
         shared::SpansOverlap(dst.offset, src.offset, dst.length)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "copy_overlap: %s: dst [%u, +%u) overlaps src [%u, +%u) in the "
+      return Refusal(Reason::kCopyOverlap,absl::StrFormat(
+          "%s: dst [%u, +%u) overlaps src [%u, +%u) in the "
           "same buffer. Fix: copy through a temporary buffer.",
           Label(prefix_, i, count_, "copy", ""), dst.offset, dst.length, src.offset,
           src.length));
@@ -168,8 +169,8 @@ class Planner {
     const std::string label = Label(prefix_, i, count_, "upload", "dst");
     HRX_ASSIGN_OR_RETURN(ResolvedView dst, Resolve(session_, upload.dst, label));
     if (upload.data.size() > dst.length) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "upload_too_large: %s: %u bytes of data do not fit the %u-byte "
+      return Refusal(Reason::kUploadTooLarge,absl::StrFormat(
+          "%s: %u bytes of data do not fit the %u-byte "
           "view. Fix: upload at most the view's length.",
           label, upload.data.size(), dst.length));
     }
@@ -181,15 +182,15 @@ class Planner {
   absl::Status AddOne(size_t i, RecordEventCommand& record) {
     if (record.event == 0 || session_.events.contains(record.event) ||
         !batch_events_.insert(record.event).second) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "event_id_in_use: %s: event id %u is zero or already names a live "
+      return Refusal(Reason::kEventIdInUse,absl::StrFormat(
+          "%s: event id %u is zero or already names a live "
           "event of this session. Fix: use a fresh nonzero id per event and "
           "release events when done.",
           Label(prefix_, i, count_, "record_event", ""), record.event));
     }
     if (session_.events.size() + batch_events_.size() > kMaxEventsPerSession) {
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "too_many_events: %s: the session holds %u live events, the limit "
+      return Refusal(Reason::kTooManyEvents,absl::StrFormat(
+          "%s: the session holds %u live events, the limit "
           "is %u. Fix: release events that are no longer needed.",
           Label(prefix_, i, count_, "record_event", ""), session_.events.size(),
           kMaxEventsPerSession));
@@ -213,14 +214,14 @@ class Planner {
     }
     auto it = session_.events.find(wait.event);
     if (it == session_.events.end()) {
-      return absl::NotFoundError(absl::StrFormat(
-          "unknown_event: %s: event %u is not a live event of this session. "
+      return Refusal(Reason::kUnknownEvent,absl::StrFormat(
+          "%s: event %u is not a live event of this session. "
           "Fix: wait on events this session recorded and has not released.",
           Label(prefix_, i, count_, "wait_event", ""), wait.event));
     }
     if (it->second.queue == nullptr) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "event_unpublished: %s: event %u belongs to a batch that is still "
+      return Refusal(Reason::kEventUnpublished,absl::StrFormat(
+          "%s: event %u belongs to a batch that is still "
           "being enqueued. Fix: synchronize the recording stream first.",
           Label(prefix_, i, count_, "wait_event", ""), wait.event));
     }
@@ -287,15 +288,15 @@ class Planner {
     HRX_ASSIGN_OR_RETURN(GraphExecEntry * exec,
                          session_.graph_execs.Find(launch.exec, label));
     if (exec->stream_id != stream_.id) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "graph_wrong_stream: %s: the graph was recorded on another stream "
+      return Refusal(Reason::kGraphWrongStream,absl::StrFormat(
+          "%s: the graph was recorded on another stream "
           "and replays only there. Fix: launch it on the stream that "
           "recorded it.",
           label));
     }
     if (exec->failed->load()) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "graph_failed: %s: an earlier launch of this graph failed. Fix: "
+      return Refusal(Reason::kGraphFailed,absl::StrFormat(
+          "%s: an earlier launch of this graph failed. Fix: "
           "find why (the failing launch's sync reported it), then clear the "
           "failure before launching again.",
           label));

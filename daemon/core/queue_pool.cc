@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 
@@ -39,16 +40,16 @@ uint32_t QueuePool::capacity() const {
 
 absl::Status QueuePool::SetCapacity(uint32_t count) {
   if (count == 0 || count > kMaxQueueCount) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "bad_queue_count: set queue count %u: the pool holds 1 to %u queues. "
+    return Refusal(Reason::kBadQueueCount,absl::StrFormat(
+        "set queue count %u: the pool holds 1 to %u queues. "
         "Fix: pass a count in that range.",
         count, kMaxQueueCount));
   }
   absl::MutexLock lock(&mu_);
   if (count == capacity_) return absl::OkStatus();
   if (created_ != 0) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "queue_pool_busy: set queue count %u: streams already run on %u "
+    return Refusal(Reason::kQueuePoolBusy,absl::StrFormat(
+        "set queue count %u: streams already run on %u "
         "queue(s) of a pool of %u. Fix: set the count before the first "
         "stream is created (or restart hrxd with --queue_count=%u).",
         count, created_, capacity_, count));

@@ -11,6 +11,7 @@
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "shared/bytes.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 namespace {
@@ -41,8 +42,8 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
 
 absl::Status ConfigError(const std::string& source, int line,
                          const std::string& field, const std::string& why) {
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "config_invalid: %s:%d: field %s: %s. Fix: correct the file; see "
+  return Refusal(Reason::kConfigInvalid,absl::StrFormat(
+      "%s:%d: field %s: %s. Fix: correct the file; see "
       "deploy/hrxd.conf.",
       source, line + 1, field, why));
 }
@@ -121,8 +122,8 @@ absl::StatusOr<ChargeRef> Tenant::Reserve(Resource resource, uint64_t amount,
     const uint64_t used = usage_[index];
     const std::optional<uint64_t> ceiling = limits_[index];
     if (ceiling && (*ceiling < used || amount > *ceiling - used)) {
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "budget_exhausted: %s: tenant \"%s\" (%s) would use %s of its %s "
+      return Refusal(Reason::kBudgetExhausted,absl::StrFormat(
+          "%s: tenant \"%s\" (%s) would use %s of its %s "
           "budget of %s (in use %s, asked %s). Fix: release what the tenant "
           "no longer needs, or have an admin raise its %s (hrxctl budget "
           "set).",
@@ -168,8 +169,8 @@ absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Load(
     const std::string& path) {
   std::ifstream in(path);
   if (!in) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "config_unreadable: cannot read config file %s. Fix: pass an "
+    return Refusal(Reason::kConfigUnreadable,absl::StrFormat(
+        "cannot read config file %s. Fix: pass an "
         "existing, readable file to --config.",
         path));
   }
@@ -187,8 +188,8 @@ absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Parse(
   parser.RecordErrorsTo(&errors);
   parser.WriteLocationsTo(&locations);
   if (!parser.ParseFromString(text, &config)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "config_invalid: %s: %s. Fix: correct the file; see deploy/hrxd.conf.",
+    return Refusal(Reason::kConfigInvalid,absl::StrFormat(
+        "%s: %s. Fix: correct the file; see deploy/hrxd.conf.",
         source, errors.first()));
   }
   const auto* tenants_field =

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 
@@ -19,8 +20,8 @@ absl::StatusOr<std::unique_ptr<Acceptor>> Acceptor::Start(int listen_fd,
   if (wake < 0) {
     const std::string error = std::strerror(errno);
     close(listen_fd);
-    return absl::UnavailableError(absl::StrCat(
-        "listen_failed: eventfd: ", error,
+    return Refusal(Reason::kListenFailed,absl::StrCat(
+        "eventfd: ", error,
         ". Fix: raise the daemon's open-file limit."));
   }
   auto acceptor = std::unique_ptr<Acceptor>(

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "shared/launch_check.h"
 #include "shared/socket_path.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 
@@ -25,15 +26,14 @@ absl::StatusOr<PeerIdentity> Identify(const grpc::ServerContextBase& context,
         remote.certificate_subject.assign(value.data(), value.size());
       }
       if (remote.certificate_subject.empty()) {
-        return absl::PermissionDeniedError(
-            "unknown_certificate: the client certificate has an empty subject, "
+        return Refusal(Reason::kUnknownCertificate, "the client certificate has an empty subject, "
             "so it names nobody. Fix: issue the client a certificate whose "
             "subject a tenant lists in certificate_subjects.");
       }
       return remote;
     }
-    return absl::UnauthenticatedError(absl::StrFormat(
-        "unidentified_caller: the daemon cannot tell who is calling over %s. "
+    return Refusal(Reason::kUnidentifiedCaller,absl::StrFormat(
+        "the daemon cannot tell who is calling over %s. "
         "Fix: connect through hrxd's Unix socket.",
         context.peer()));
   }
@@ -46,8 +46,8 @@ absl::StatusOr<Caller> DecodeCaller(const grpc::ServerContextBase& context,
   const auto& metadata = context.client_metadata();
   auto it = metadata.find(shared::kSessionMetadataKey);
   if (it == metadata.end()) {
-    return absl::UnauthenticatedError(absl::StrFormat(
-        "no_session: the call carries no \"%s\" metadata. Fix: call "
+    return Refusal(Reason::kNoSession,absl::StrFormat(
+        "the call carries no \"%s\" metadata. Fix: call "
         "hrx.v1.Sessions/OpenSession and send its session handle as \"%s\" "
         "metadata on every call.",
         shared::kSessionMetadataKey, shared::kSessionMetadataKey));
@@ -55,8 +55,8 @@ absl::StatusOr<Caller> DecodeCaller(const grpc::ServerContextBase& context,
   const std::string text(it->second.data(), it->second.size());
   shared::WireHandle handle;
   if (!shared::ParseWireHandle(text, &handle)) {
-    return absl::UnauthenticatedError(absl::StrFormat(
-        "bad_session_metadata: \"%s\" metadata \"%s\" is not a session "
+    return Refusal(Reason::kBadSessionMetadata,absl::StrFormat(
+        "\"%s\" metadata \"%s\" is not a session "
         "handle. Fix: send the session handle from OpenSession as four "
         "16-digit hex numbers joined by '.'.",
         shared::kSessionMetadataKey, text));
@@ -114,8 +114,8 @@ absl::StatusOr<std::array<uint32_t, 3>> DecodeDims(
     const google::protobuf::RepeatedField<uint32_t>& dims, const char* name,
     int index, int count) {
   if (dims.size() != 3) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "bad_launch_shape: submit command %d of %d (dispatch): %s has %d "
+    return Refusal(Reason::kBadLaunchShape,absl::StrFormat(
+        "submit command %d of %d (dispatch): %s has %d "
         "entries. Fix: send exactly 3 (x, y, z).",
         index + 1, count, name, dims.size()));
   }
@@ -132,8 +132,8 @@ absl::StatusOr<Command> Caller::DecodeCommand(const hrx::v1::Command& command,
     case hrx::v1::Command::kFill: {
       const uint32_t value = command.fill().value();
       if (value > 0xff) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "fill_value_out_of_range: submit command %d of %d (fill): value "
+        return Refusal(Reason::kFillValueOutOfRange,absl::StrFormat(
+            "submit command %d of %d (fill): value "
             "%u is not a byte. Fix: send a fill value from 0 to 255.",
             index + 1, count, value));
       }
@@ -173,8 +173,8 @@ absl::StatusOr<Command> Caller::DecodeCommand(const hrx::v1::Command& command,
       dispatch.grid = *grid;
       dispatch.block = *block;
       if (wire.constants().size() > shared::kConstantsCapacity) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "constants_too_large: submit command %d of %d (dispatch): %u "
+        return Refusal(Reason::kConstantsTooLarge,absl::StrFormat(
+            "submit command %d of %d (dispatch): %u "
             "bytes of constants, the capacity is %u. Fix: pass at most %u "
             "bytes of scalars.",
             index + 1, count, wire.constants().size(), shared::kConstantsCapacity,
@@ -199,8 +199,8 @@ absl::StatusOr<Command> Caller::DecodeCommand(const hrx::v1::Command& command,
     case hrx::v1::Command::OP_NOT_SET:
       break;
   }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "empty_command: submit command %d of %d has no operation set. Fix: "
+  return Refusal(Reason::kEmptyCommand,absl::StrFormat(
+      "submit command %d of %d has no operation set. Fix: "
       "set one of fill, copy, upload, record_event, wait_event, dispatch, "
       "launch_graph.",
       index + 1, count));
@@ -247,8 +247,8 @@ absl::StatusOr<GraphSpec> Caller::Graph(
         spec.nodes.push_back(std::move(out));
         continue;
       case hrx::v1::GraphNode::OP_NOT_SET:
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "empty_node: graph node %d of %d has no operation set. Fix: set "
+        return Refusal(Reason::kEmptyNode,absl::StrFormat(
+            "graph node %d of %d has no operation set. Fix: set "
             "fill, copy, dispatch or join.",
             i + 1, count));
     }
@@ -275,16 +275,16 @@ absl::StatusOr<backend::KernelSignature> DecodeSignature(
     } else if (arg.kind() == hrx::v1::KernelArg::KIND_BUFFER && arg.size() == 0) {
       decoded.args.push_back({backend::ArgKind::kBuffer, 0});
     } else {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "bad_signature: declared argument %d has kind %d and size %u. Fix: "
+      return Refusal(Reason::kBadSignature,absl::StrFormat(
+          "declared argument %d has kind %d and size %u. Fix: "
           "declare scalars of 4 or 8 bytes and buffers of size 0.",
           i, static_cast<int>(arg.kind()), arg.size()));
     }
   }
   if (signature.workgroup_size_size() != 3 &&
       signature.workgroup_size_size() != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "bad_signature: declared workgroup size has %d entries. Fix: send 3 "
+    return Refusal(Reason::kBadSignature,absl::StrFormat(
+        "declared workgroup size has %d entries. Fix: send 3 "
         "(0 for any size in a dimension).",
         signature.workgroup_size_size()));
   }

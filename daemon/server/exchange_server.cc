@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 
@@ -44,8 +45,8 @@ absl::StatusOr<std::unique_ptr<ExchangeServer>> ExchangeServer::Start(
     if (epoll_fd >= 0) close(epoll_fd);
     if (wake_fd >= 0) close(wake_fd);
     close(listen_fd);
-    return absl::UnavailableError(absl::StrCat(
-        "listen_failed: epoll/eventfd: ", error,
+    return Refusal(Reason::kListenFailed,absl::StrCat(
+        "epoll/eventfd: ", error,
         ". Fix: raise the daemon's open-file limit."));
   }
   fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) | O_NONBLOCK);

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "shared/fd_channel_wire.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 namespace {
@@ -28,8 +29,8 @@ std::string EncodeReply(const absl::Status& status) {
 }
 
 absl::Status BadTicket(size_t received) {
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "bad_ticket: the side channel expects a %u-byte ticket within %s of "
+  return Refusal(Reason::kBadTicket,absl::StrFormat(
+      "the side channel expects a %u-byte ticket within %s of "
       "connecting; it received %u bytes. Fix: send the ticket "
       "Buffers.Export returned, at once.",
       shared::kTicketBytes, absl::FormatDuration(kSideChannelDeadline),
@@ -54,8 +55,8 @@ absl::StatusOr<std::unique_ptr<FdChannel>> FdChannel::Start(
       chmod(path.c_str(), socket_mode) != 0 || listen(fd, 128) != 0) {
     const std::string error = std::strerror(errno);
     if (fd >= 0) close(fd);
-    return absl::UnavailableError(absl::StrFormat(
-        "listen_failed: descriptor side channel %s: %s. Fix: shorten --socket "
+    return Refusal(Reason::kListenFailed,absl::StrFormat(
+        "descriptor side channel %s: %s. Fix: shorten --socket "
         "(the side channel's path adds 4 bytes) or check the directory.",
         path, error));
   }

@@ -11,13 +11,14 @@
 
 #include "absl/strings/str_format.h"
 #include "grpcpp/server_posix.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 namespace {
 
 absl::Status Failed(const std::string& what, const std::string& path) {
-  return absl::UnavailableError(absl::StrFormat(
-      "listen_failed: %s %s: %s. Fix: check the socket directory exists and is "
+  return Refusal(Reason::kListenFailed,absl::StrFormat(
+      "%s %s: %s. Fix: check the socket directory exists and is "
       "writable by the daemon.",
       what, path, std::strerror(errno)));
 }

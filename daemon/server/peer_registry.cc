@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 
@@ -41,8 +42,8 @@ absl::StatusOr<PeerIdentity> PeerRegistry::Admit(
   const size_t of_uid = per_uid_[identity.uid];
   if (of_uid >= kMaxConnectionsPerUid ||
       connections_.size() >= kMaxLocalConnections) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "too_many_connections: uid %u holds %u connections (the limit is %u "
+    return Refusal(Reason::kTooManyConnections,absl::StrFormat(
+        "uid %u holds %u connections (the limit is %u "
         "per uid), %u are open in all (the limit is %u). Fix: share one "
         "connection per process (one hrx::Client), and close idle ones.",
         identity.uid, of_uid, kMaxConnectionsPerUid, connections_.size(),
@@ -50,8 +51,8 @@ absl::StatusOr<PeerIdentity> PeerRegistry::Admit(
   }
   const int watched = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (watched < 0) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "descriptors_exhausted: cannot watch a new connection: %s. Fix: raise "
+    return Refusal(Reason::kDescriptorsExhausted,absl::StrFormat(
+        "cannot watch a new connection: %s. Fix: raise "
         "hrxd's open-file limit (LimitNOFILE).",
         std::strerror(errno)));
   }
@@ -60,8 +61,8 @@ absl::StatusOr<PeerIdentity> PeerRegistry::Admit(
   event.data.fd = watched;
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, watched, &event) != 0) {
     close(watched);
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "descriptors_exhausted: cannot watch a new connection: %s. Fix: raise "
+    return Refusal(Reason::kDescriptorsExhausted,absl::StrFormat(
+        "cannot watch a new connection: %s. Fix: raise "
         "hrxd's open-file limit.",
         std::strerror(errno)));
   }

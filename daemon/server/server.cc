@@ -10,6 +10,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 
@@ -71,8 +72,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
   // each caller's credentials, and hands them to this server.
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || (remote && remote_port == 0)) {
-    return absl::UnavailableError(absl::StrFormat(
-        "server_failed: gRPC could not start the server%s. Fix: check the "
+    return Refusal(Reason::kServerFailed,absl::StrFormat(
+        "gRPC could not start the server%s. Fix: check the "
         "address is free and the TLS files are valid PEM.",
         remote ? " on " + remote->address : ""));
   }

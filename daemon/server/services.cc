@@ -10,6 +10,7 @@
 #include "daemon/server/wire_shape.h"
 #include "shared/grpc_status.h"
 #include "shared/version.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 namespace {
@@ -267,8 +268,7 @@ grpc::ServerUnaryReactor* BuffersService::Export(
   if (request->kind() != hrx::v1::HANDLE_KIND_SHM &&
       request->kind() != hrx::v1::HANDLE_KIND_DMABUF) {
     return Finish(core_, context,
-                  absl::InvalidArgumentError(
-                      "bad_handle_kind: export buffer: ask for "
+                  Refusal(Reason::kBadHandleKind, "export buffer: ask for "
                       "HANDLE_KIND_SHM or HANDLE_KIND_DMABUF. Fix: set kind."));
   }
   auto ticket = core_.Export(caller->session(), *buffer,

@@ -5,13 +5,14 @@
 
 #include "daemon/server/decode.h"
 #include "daemon/server/wire_shape.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 namespace {
 
 using Reply = std::shared_ptr<hrx::v1::StreamReply>;
 
-Reply NewReply(uint64_t token, const absl::Status& status = absl::OkStatus()) {
+Reply MakeReply(uint64_t token, const absl::Status& status) {
   auto reply = std::make_shared<hrx::v1::StreamReply>();
   reply->set_token(token);
   if (!status.ok()) {
@@ -21,12 +22,22 @@ Reply NewReply(uint64_t token, const absl::Status& status = absl::OkStatus()) {
   return reply;
 }
 
-void SetStatus(hrx::v1::StreamReply& reply, const absl::Status& status) {
+}  // namespace
+
+// Every refusal the stream sends passes here or through SetStatus, where it
+// is counted by its reason.
+StreamReactor::Reply StreamReactor::NewReply(uint64_t token,
+                                             const absl::Status& status) {
+  core_.CountRefusal(status);
+  return MakeReply(token, status);
+}
+
+void StreamReactor::SetStatus(hrx::v1::StreamReply& reply,
+                              const absl::Status& status) {
+  core_.CountRefusal(status);
   reply.set_code(static_cast<int32_t>(status.code()));
   reply.set_message(std::string(status.message()));
 }
-
-}  // namespace
 
 StreamReactor::StreamReactor(Core& core, absl::StatusOr<Caller> caller)
     : core_(core) {
@@ -119,8 +130,7 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
   const uint64_t token = request.token();
   if (request.op_case() == hrx::v1::StreamRequest::kOpen) {
     if (stream_ != 0) {
-      Send(NewReply(token, absl::FailedPreconditionError(
-                               "stream_already_open: this call already "
+      Send(NewReply(token, Refusal(Reason::kStreamAlreadyOpen, "this call already "
                                "opened a stream. Fix: send open once, "
                                "as the first message.")));
       return true;
@@ -136,8 +146,7 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
     return true;
   }
   if (stream_ == 0) {
-    Send(NewReply(token, absl::FailedPreconditionError(
-                             "stream_not_open: the first message of "
+    Send(NewReply(token, Refusal(Reason::kStreamNotOpen, "the first message of "
                              "Streams.Open must be open. Fix: send "
                              "open before anything else.")));
     return true;
@@ -257,8 +266,7 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
       return true;
     }
     default:
-      Send(NewReply(token, absl::InvalidArgumentError(
-                               "empty_request: a Streams.Open message "
+      Send(NewReply(token, Refusal(Reason::kEmptyRequest, "a Streams.Open message "
                                "has no operation set. Fix: set one of "
                                "open, batch, sync, read, poll.")));
       return true;
@@ -281,10 +289,6 @@ void StreamReactor::Complete(Reply reply, uint64_t bytes, ChargeRef hold) {
 }
 
 void StreamReactor::Send(Reply reply, ChargeRef hold) {
-  if (reply->code() != 0) {
-    core_.CountRefusal(absl::Status(static_cast<absl::StatusCode>(reply->code()),
-                                    reply->message()));
-  }
   Outgoing outgoing;
   outgoing.data_bytes = reply->data().size();
   outgoing.hold = std::move(hold);

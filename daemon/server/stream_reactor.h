@@ -51,6 +51,9 @@ class StreamReactor final
 
  private:
   using Reply = std::shared_ptr<hrx::v1::StreamReply>;
+  // A reply to `token`; a non-OK `status` is counted as a refusal.
+  Reply NewReply(uint64_t token, const absl::Status& status = absl::OkStatus());
+  void SetStatus(hrx::v1::StreamReply& reply, const absl::Status& status);
 
   // Handles one request; false when reading must wait for a callback (a
   // suspended batch) that resumes it.

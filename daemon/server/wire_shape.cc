@@ -9,6 +9,7 @@
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
+#include "shared/refusal.h"
 
 namespace hrx::daemon {
 namespace {
@@ -91,15 +92,15 @@ absl::Status CheckWireShape(const grpc::ByteBuffer& bytes,
   Walker walker(limit);
   const bool well_formed = walker.Walk(in, type, 0);
   if (walker.exceeded()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "request_too_complex: a %s of %u bytes holds more than %u elements "
+    return Refusal(Reason::kRequestTooComplex,absl::StrFormat(
+        "a %s of %u bytes holds more than %u elements "
         "(repeated entries and nested messages); it was refused before "
         "decoding. Fix: split the request (see docs/limits.md).",
         type->name(), bytes.Length(), limit));
   }
   if (!well_formed || !in.ConsumedEntireMessage()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "malformed_request: %u bytes do not form a %s. Fix: send a "
+    return Refusal(Reason::kMalformedRequest,absl::StrFormat(
+        "%u bytes do not form a %s. Fix: send a "
         "serialized %s.",
         bytes.Length(), type->full_name(), type->full_name()));
   }
@@ -115,8 +116,8 @@ absl::Status ParseChecked(const grpc::ByteBuffer& bytes,
   grpc::ByteBuffer copy(bytes);
   grpc::ProtoBufferReader reader(&copy);
   if (!out->ParseFromZeroCopyStream(&reader)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "malformed_request: %u bytes do not form a %s. Fix: send a "
+    return Refusal(Reason::kMalformedRequest,absl::StrFormat(
+        "%u bytes do not form a %s. Fix: send a "
         "serialized %s.",
         bytes.Length(), out->GetDescriptor()->full_name(),
         out->GetDescriptor()->full_name()));

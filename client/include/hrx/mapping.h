@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
+#include "shared/refusal.h"
 
 namespace hrx {
 
@@ -43,8 +44,8 @@ class Mapping {
   absl::StatusOr<std::span<T>> As() const {
     static_assert(std::is_trivially_copyable_v<T>);
     if (size_ % sizeof(T) != 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "mapping_not_typed: a %u-byte mapping is not a whole number of "
+      return Refusal(Reason::kMappingNotTyped,absl::StrFormat(
+          "a %u-byte mapping is not a whole number of "
           "%u-byte elements. Fix: map a buffer sized for the element type.",
           size_, sizeof(T)));
     }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "shared/refusal.h"
 
 namespace hrx::backend {
 namespace {
@@ -18,8 +19,8 @@ static_assert(HRX_CPU_ARG_SCALAR == static_cast<int>(ArgKind::kScalar) &&
 
 absl::Status Refuse(const std::string& entry, const std::string& why,
                     const std::string& fix) {
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "bad_kernel: load kernel %s: %s. Fix: %s", entry, why, fix));
+  return Refusal(Reason::kBadKernel,absl::StrFormat(
+      "load kernel %s: %s. Fix: %s", entry, why, fix));
 }
 
 absl::StatusOr<KernelSignature> ReadSignature(const std::string& entry,
@@ -67,8 +68,8 @@ absl::StatusOr<std::shared_ptr<CpuKernel>> CpuKernel::Load(
   }
   const int fd = memfd_create("hrx-kernel", MFD_CLOEXEC);
   if (fd < 0) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "memfd_failed: load kernel ", entry, ": ", std::strerror(errno),
+    return Refusal(Reason::kMemfdFailed,absl::StrCat(
+        "load kernel ", entry, ": ", std::strerror(errno),
         ". Fix: raise the daemon's open-file limit."));
   }
   size_t written = 0;
@@ -76,8 +77,8 @@ absl::StatusOr<std::shared_ptr<CpuKernel>> CpuKernel::Load(
     const ssize_t n = write(fd, code.data() + written, code.size() - written);
     if (n <= 0) {
       close(fd);
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "memfd_failed: load kernel ", entry, ": write: ",
+      return Refusal(Reason::kMemfdFailed,absl::StrCat(
+          "load kernel ", entry, ": write: ",
           std::strerror(errno), ". Fix: free memory."));
     }
     written += static_cast<size_t>(n);

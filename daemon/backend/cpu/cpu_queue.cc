@@ -11,6 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "daemon/backend/cpu/cpu_kernel.h"
 #include "daemon/backend/cpu/cpu_memory.h"
+#include "shared/refusal.h"
 
 namespace hrx::backend {
 namespace {
@@ -180,8 +181,8 @@ absl::Status CpuQueue::RunDispatch(const DispatchArgs& dispatch_args) {
     }
   });
   if (failure.load() != 0) {
-    return absl::InternalError(absl::StrFormat(
-        "kernel_failed: kernel %s returned %d in workgroup %u of %u. "
+    return Refusal(Reason::kKernelFailed,absl::StrFormat(
+        "kernel %s returned %d in workgroup %u of %u. "
         "Fix: check the dispatch's arguments against the kernel's "
         "contract; this queue reports the fault until the daemon "
         "restarts.",

@@ -9,6 +9,7 @@
 #include "daemon/backend/hip/hip_platform.h"
 #include "daemon/backend/hip/hip_queue.h"
 #include "daemon/backend/hip/hip_status.h"
+#include "shared/refusal.h"
 
 namespace hrx::backend {
 namespace {
@@ -35,8 +36,8 @@ absl::StatusOr<std::unique_ptr<HipBackend>> HipBackend::Open(
   int count = 0;
   const hipError_t counted = hipGetDeviceCount(&count);
   if (counted != hipSuccess || count == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "hip_unavailable: backend hip (", hip_platform::Name(),
+    return Refusal(Reason::kHipUnavailable,absl::StrCat(
+        "backend hip (", hip_platform::Name(),
         "): no usable GPU: hipGetDeviceCount says ",
         counted != hipSuccess ? hipGetErrorName(counted) : "0 devices", " (",
         counted != hipSuccess ? hipGetErrorString(counted) : "none found",
@@ -44,8 +45,8 @@ absl::StatusOr<std::unique_ptr<HipBackend>> HipBackend::Open(
         "nodes, or run with --backend=cpu."));
   }
   if (options.device < 0 || options.device >= count) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "bad_device: backend hip: device %d does not exist; this machine has "
+    return Refusal(Reason::kBadDevice,absl::StrFormat(
+        "backend hip: device %d does not exist; this machine has "
         "%d (0 to %d). Fix: choose an existing device index.",
         options.device, count, count - 1));
   }

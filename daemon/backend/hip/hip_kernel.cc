@@ -8,6 +8,7 @@
 #include "daemon/backend/hip/hip_memory.h"
 #include "daemon/backend/hip/hip_status.h"
 #include "hrx/gpu_kernel.h"
+#include "shared/refusal.h"
 
 namespace hrx::backend {
 namespace {
@@ -17,8 +18,8 @@ static_assert(HRX_GPU_ARG_SCALAR == static_cast<int>(ArgKind::kScalar) &&
 
 absl::Status Refuse(const std::string& entry, const std::string& why,
                     const std::string& fix) {
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "bad_kernel: load kernel %s: %s. Fix: %s", entry, why, fix));
+  return Refusal(Reason::kBadKernel,absl::StrFormat(
+      "load kernel %s: %s. Fix: %s", entry, why, fix));
 }
 
 constexpr char kInfoFix[] =

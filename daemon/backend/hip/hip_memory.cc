@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "daemon/backend/hip/hip_status.h"
+#include "shared/refusal.h"
 
 namespace hrx::backend {
 namespace {
@@ -128,8 +129,8 @@ absl::StatusOr<int> HipMemory::ExportFd(ExportKind kind) const {
                                     : mapping_->ExportUdmabuf();
   }
   if (kind == ExportKind::kShm) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "not_host_mappable: export shm: this %u-byte buffer is GPU device "
+    return Refusal(Reason::kNotHostMappable,absl::StrFormat(
+        "export shm: this %u-byte buffer is GPU device "
         "memory, which has no host pages to share. Fix: allocate it shared "
         "(Stream::AllocateShared) to map it, or export it as dma-buf.",
         size_));
@@ -137,8 +138,8 @@ absl::StatusOr<int> HipMemory::ExportFd(ExportKind kind) const {
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const uint64_t address = reinterpret_cast<uint64_t>(device_address_);
   if (address % page != 0 || size_ % page != 0) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "dmabuf_unaligned: export dma-buf: the driver exports whole %u-byte "
+    return Refusal(Reason::kDmabufUnaligned,absl::StrFormat(
+        "export dma-buf: the driver exports whole %u-byte "
         "pages, and this buffer is %u bytes at an address %u bytes into a "
         "page. Fix: allocate a multiple of %u bytes.",
         page, size_, address % page, page));
@@ -148,8 +149,8 @@ absl::StatusOr<int> HipMemory::ExportFd(ExportKind kind) const {
   const hipError_t error =
       hip_platform::ExportDmaBuf(device_address_, size_, &fd);
   if (error == hipErrorNotSupported) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "dmabuf_unavailable: export dma-buf: the %s GPU driver cannot export "
+    return Refusal(Reason::kDmabufUnavailable,absl::StrFormat(
+        "export dma-buf: the %s GPU driver cannot export "
         "device memory as dma-buf. Fix: export a shared buffer (through "
         "udmabuf), or use a driver with dma-buf export.",
         hip_platform::Name()));

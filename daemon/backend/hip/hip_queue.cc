@@ -9,6 +9,7 @@
 #include "daemon/backend/hip/hip_graph.h"
 #include "daemon/backend/hip/hip_memory.h"
 #include "daemon/backend/hip/hip_status.h"
+#include "shared/refusal.h"
 
 namespace hrx::backend {
 namespace {
@@ -344,8 +345,8 @@ absl::Status HipQueue::DescribeFault(hipError_t error,
   const std::string failure = absl::StrFormat(
       "%s: %s", hipGetErrorName(error), hipGetErrorString(error));
   if (entry.op == Op::kDispatch) {
-    return absl::InternalError(absl::StrFormat(
-        "kernel_failed: a dispatch of %s failed on the GPU (%s); the GPU "
+    return Refusal(Reason::kKernelFailed,absl::StrFormat(
+        "a dispatch of %s failed on the GPU (%s); the GPU "
         "context is lost, so this daemon's queues fail from here. Fix: check "
         "the kernel's arguments and bounds, then restart hrxd.",
         entry.kernel->entry(), failure));
@@ -363,16 +364,16 @@ absl::Status HipQueue::DescribeFault(hipError_t error,
       }
     }
     if (!kernels.empty()) {
-      return absl::InternalError(absl::StrFormat(
-          "kernel_failed: a graph launch with dispatches of %s failed on the "
+      return Refusal(Reason::kKernelFailed,absl::StrFormat(
+          "a graph launch with dispatches of %s failed on the "
           "GPU (%s); the GPU context is lost, so this daemon's queues fail "
           "from here. Fix: check those kernels' arguments and bounds, then "
           "restart hrxd.",
           absl::StrJoin(kernels, ", "), failure));
     }
   }
-  return absl::InternalError(absl::StrFormat(
-      "device_fault: the GPU failed while this queue ran a %s (%s); the GPU "
+  return Refusal(Reason::kDeviceFault,absl::StrFormat(
+      "the GPU failed while this queue ran a %s (%s); the GPU "
       "context is lost, so this daemon's queues fail from here. Fix: restart "
       "hrxd, and check the GPU's health.",
       OpName(static_cast<int>(entry.op)), failure));

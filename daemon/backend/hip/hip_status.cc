@@ -1,24 +1,26 @@
 #include "daemon/backend/hip/hip_status.h"
 
 #include "absl/strings/str_cat.h"
+#include "shared/refusal.h"
 
 namespace hrx::backend {
 
 absl::Status HipStatus(hipError_t error, std::string_view what,
                        std::string_view call, std::string_view fix) {
   if (error == hipSuccess) return absl::OkStatus();
-  const std::string message =
-      absl::StrCat("hip_error: ", std::string(what), ": ", std::string(call),
+  const std::string detail =
+      absl::StrCat(std::string(what), ": ", std::string(call),
                    " failed with ", hipGetErrorName(error), " (",
                    hipGetErrorString(error), "). Fix: ", std::string(fix));
   switch (error) {
     case hipErrorOutOfMemory:
-      return absl::ResourceExhaustedError(message);
+      return Refusal(Reason::kHipError, detail,
+                     absl::StatusCode::kResourceExhausted);
     case hipErrorNoDevice:
     case hipErrorInsufficientDriver:
-      return absl::UnavailableError(message);
+      return Refusal(Reason::kHipError, detail, absl::StatusCode::kUnavailable);
     default:
-      return absl::InternalError(message);
+      return Refusal(Reason::kHipError, detail);
   }
 }
 
