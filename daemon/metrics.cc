@@ -46,7 +46,7 @@ static void AppendTenants(Core& core, std::string& out);
 static void AppendRefusals(Core& core, std::string& out);
 
 std::string RenderMetrics(Core& core, bool per_tenant) {
-  const CoreStatus s = core.status();
+  const CoreStatus s = core.admin().status();
   std::string out;
   Gauge(out, "hrxd_sessions", "Open sessions.", s.sessions);
   Gauge(out, "hrxd_streams", "Live streams.", s.streams);
@@ -99,7 +99,7 @@ static void AppendTenants(Core& core, std::string& out) {
   std::string sessions =
       "# HELP hrxd_tenant_sessions Open sessions by tenant.\n"
       "# TYPE hrxd_tenant_sessions gauge\n";
-  for (const TenantUsage& tenant : core.ListTenants()) {
+  for (const TenantUsage& tenant : core.admin().ListTenants()) {
     const std::string name = Escape(tenant.name);
     for (size_t r = 0; r < kResourceCount; ++r) {
       const std::string resource(ResourceName(static_cast<Resource>(r)));
@@ -123,7 +123,7 @@ static void AppendRefusals(Core& core, std::string& out) {
   absl::StrAppend(&out,
                   "# HELP hrxd_refusals_total Refused calls, by reason token.\n"
                   "# TYPE hrxd_refusals_total counter\n");
-  for (const auto& [reason, count] : core.refusals()) {
+  for (const auto& [reason, count] : core.refusals().counts()) {
     absl::StrAppend(&out, "hrxd_refusals_total{reason=\"", Escape(reason),
                     "\"} ", count, "\n");
   }

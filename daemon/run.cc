@@ -123,7 +123,7 @@ Activation InheritedSocket() {
 }
 
 std::string StatusLine(Core& core) {
-  const CoreStatus status = core.status();
+  const CoreStatus status = core.admin().status();
   return absl::StrFormat(
       "serving %u sessions, %u streams, %s in use on %s (%s)", status.sessions,
       status.streams, shared::FormatBytes(status.bytes_in_use),
@@ -233,7 +233,7 @@ absl::Status Run(const DaemonOptions& options) {
       } else {
         auto fresh = TenantRegistry::Load(options.config_path);
         if (fresh.ok()) {
-          core->ReloadTenants(std::move(**fresh));
+          core->admin().ReloadTenants(std::move(**fresh));
           log->info("SIGHUP: reloaded tenants and budgets from {}",
                     options.config_path);
         } else {

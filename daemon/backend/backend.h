@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -93,18 +94,29 @@ struct DispatchArgs {
 };
 using DispatchRef = std::shared_ptr<const DispatchArgs>;
 
-// One node of a graph: a fill (src null), a copy, a dispatch, or a join
-// (nothing to run: it only orders its successors after its predecessors).
-struct GraphNode {
-  enum class Op : uint8_t { kFill, kCopy, kDispatch, kJoin };
-  Op op = Op::kJoin;
+// A fill of `length` bytes of `dst` from `offset` with `value`.
+struct FillOp {
+  MemoryRef dst;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint8_t value = 0;
+};
+
+// A copy of `length` bytes between two checked, non-overlapping spans.
+struct CopyOp {
   MemoryRef dst;
   uint64_t dst_offset = 0;
   MemoryRef src;
   uint64_t src_offset = 0;
   uint64_t length = 0;
-  uint8_t value = 0;
-  DispatchRef dispatch;
+};
+
+// Nothing to run: orders a graph node's successors after its predecessors.
+struct JoinOp {};
+
+// One node of a graph.
+struct GraphNode {
+  std::variant<FillOp, CopyOp, DispatchRef, JoinOp> op;
   std::vector<uint32_t> after;  // predecessor indices, all smaller than this
 };
 

@@ -37,11 +37,11 @@ class CoreTest : public ::testing::Test {
                   backend::CpuBackendOptions{.memory_bytes = kDeviceBytes}),
               CoreOptions{}) {
     session_ = *core_.OpenSession("test", Me());
-    stream_ = core_.CreateStream(session_)->handle;
+    stream_ = core_.commands().CreateStream(session_)->handle;
   }
 
   uint64_t Allocate(uint64_t bytes) {
-    auto buffer = core_.Allocate(session_, bytes, AllocationKind::kZeroed, stream_);
+    auto buffer = core_.buffers().Allocate(session_, bytes, AllocationKind::kZeroed, stream_);
     EXPECT_THAT(buffer.status(), IsOk());
     return buffer->handle;
   }
@@ -49,7 +49,7 @@ class CoreTest : public ::testing::Test {
   absl::Status Sync() {
     absl::Notification done;
     absl::Status result;
-    core_.Synchronize(session_, stream_, [&](absl::Status status) {
+    core_.commands().Synchronize(session_, stream_, [&](absl::Status status) {
       result = status;
       done.Notify();
     });
@@ -61,7 +61,7 @@ class CoreTest : public ::testing::Test {
     absl::Notification done;
     absl::Status result;
     std::string out;
-    core_.Read(session_, stream_, view, &out, [&](absl::Status status) {
+    core_.commands().Read(session_, stream_, view, &out, [&](absl::Status status) {
       result = status;
       done.Notify();
     });
@@ -73,7 +73,7 @@ class CoreTest : public ::testing::Test {
   absl::StatusOr<size_t> SubmitBatch(std::vector<Command> batch) {
     absl::Notification done;
     absl::StatusOr<size_t> result;
-    core_.Submit(session_, stream_, std::move(batch), SubmitErrors::kReturn,
+    core_.commands().Submit(session_, stream_, std::move(batch), SubmitErrors::kReturn,
                  [&](absl::StatusOr<size_t> enqueued) {
                    result = std::move(enqueued);
                    done.Notify();
@@ -118,7 +118,7 @@ TEST_F(CoreTest, BatchWithOneBadCommandEnqueuesNothing) {
                        AllOf(HasSubstr("view_out_of_range"),
                              HasSubstr("submit command 2 of 2 (fill dst)"))));
   EXPECT_EQ(*Read({a, 0, 4}), std::string(4, '\0'));
-  EXPECT_EQ(core_.status().commands_submitted, 0u);
+  EXPECT_EQ(core_.admin().status().commands_submitted, 0u);
 }
 
 TEST_F(CoreTest, RefusesViewsWhoseEndWrapsPast2To64) {
@@ -142,7 +142,7 @@ TEST_F(CoreTest, AcceptsZeroLengthCommandsAsNoOps) {
 }
 
 TEST_F(CoreTest, ZeroByteAllocationRoundsUpToOne) {
-  auto buffer = core_.Allocate(session_, 0, AllocationKind::kDevice);
+  auto buffer = core_.buffers().Allocate(session_, 0, AllocationKind::kDevice);
   ASSERT_THAT(buffer.status(), IsOk());
   EXPECT_EQ(buffer->bytes, 1u);
 }
@@ -169,14 +169,14 @@ TEST_F(CoreTest, RefusesUploadLargerThanItsView) {
 TEST_F(CoreTest, FreedBufferHandleIsStaleAndMemoryOutlivesQueuedWork) {
   const uint64_t a = Allocate(1 << 20);
   ASSERT_THAT(SubmitOne(FillCommand{{a, 0, 1 << 20}, 3}), IsOk());
-  ASSERT_THAT(core_.Free(session_, a), IsOk());
+  ASSERT_THAT(core_.buffers().Free(session_, a), IsOk());
   EXPECT_THAT(SubmitOne(FillCommand{{a, 0, 1}, 3}),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("stale_handle")));
-  EXPECT_THAT(core_.Free(session_, a),
+  EXPECT_THAT(core_.buffers().Free(session_, a),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("stale_handle")));
   ASSERT_THAT(Sync(), IsOk());
   // The freed 1 MiB now sits in the session's allocation pool, for reuse.
-  const CoreStatus status = core_.status();
+  const CoreStatus status = core_.admin().status();
   EXPECT_EQ(status.allocation_pool.entries, 1u);
   EXPECT_EQ(status.bytes_in_use, uint64_t{1} << 20);
 }
@@ -204,10 +204,10 @@ TEST_F(CoreTest, BatchLimitIsInclusive) {
 }
 
 TEST_F(CoreTest, DeviceMemoryLimitIsInclusive) {
-  const uint64_t used = core_.status().bytes_in_use;
-  auto fits = core_.Allocate(session_, kDeviceBytes - used, AllocationKind::kDevice);
+  const uint64_t used = core_.admin().status().bytes_in_use;
+  auto fits = core_.buffers().Allocate(session_, kDeviceBytes - used, AllocationKind::kDevice);
   ASSERT_THAT(fits.status(), IsOk());
-  EXPECT_THAT(core_.Allocate(session_, 1, AllocationKind::kDevice),
+  EXPECT_THAT(core_.buffers().Allocate(session_, 1, AllocationKind::kDevice),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        HasSubstr("device_memory_exhausted")));
 }
@@ -224,11 +224,11 @@ TEST_F(CoreTest, SessionLimitIsInclusive) {
 TEST_F(CoreTest, StreamsAreAssignedRoundRobinOverTheQueuePool) {
   // The fixture's stream took queue 0.
   for (uint32_t i = 1; i < kDefaultQueueCount + 2; ++i) {
-    auto stream = core_.CreateStream(session_);
+    auto stream = core_.commands().CreateStream(session_);
     ASSERT_THAT(stream.status(), IsOk());
     EXPECT_EQ(stream->queue, i % kDefaultQueueCount);
   }
-  EXPECT_EQ(core_.device_info().queue_count, kDefaultQueueCount);
+  EXPECT_EQ(core_.admin().device_info().queue_count, kDefaultQueueCount);
 }
 
 TEST_F(CoreTest, CloseSessionFreesEverythingAndStalesItsHandle) {
@@ -244,10 +244,10 @@ TEST_F(CoreTest, CloseSessionFreesEverythingAndStalesItsHandle) {
   done.WaitForNotification();
   EXPECT_EQ(summary.freed_buffers, 2u);
   EXPECT_EQ(summary.freed_streams, 1u);
-  const CoreStatus status = core_.status();
+  const CoreStatus status = core_.admin().status();
   EXPECT_EQ(status.sessions, 0u);
   EXPECT_EQ(status.bytes_in_use, 0u);
-  EXPECT_THAT(core_.Allocate(session_, 1, AllocationKind::kDevice),
+  EXPECT_THAT(core_.buffers().Allocate(session_, 1, AllocationKind::kDevice),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("stale_handle")));
 }
 

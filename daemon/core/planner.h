@@ -1,30 +1,36 @@
-// Phase 1 of the command path, shared by Submit and graph compilation:
-// checks commands against a session's live objects and prepares them.
-// Internal to Core; every call needs the session's lock.
+// Phase 1 of the command path, shared by Submit and graph preparation:
+// checks commands against a session's live objects and prepares them into
+// the backend's own operations (a fill stays a fill from decode to queue).
+//
+// Contract: Add either prepares the command as the next step of the plan or
+// refuses it, naming its position ("submit command 3 of 8 (copy src)",
+// "graph node 2 of 5 (fill dst)"); a refusal leaves no step. Cache misses
+// are inserted as they are prepared (a later refusal in the batch leaves
+// valid entries behind).
+//
+// Locking: every call needs the session's lock (Session::mu).
 #ifndef HRX_DAEMON_CORE_PLANNER_H_
 #define HRX_DAEMON_CORE_PLANNER_H_
 
+#include <atomic>
+#include <cstdint>
+#include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "daemon/backend/backend.h"
 #include "daemon/core/session.h"
-#include "shared/launch_check.h"
-#include "shared/span_check.h"
-#include "shared/status_macros.h"
-#include "shared/refusal.h"
+#include "daemon/core/types.h"
 
 namespace hrx::daemon::planner {
 
-using backend::DispatchRef;
-using backend::Fence;
-using backend::MemoryRef;
-
 struct PreparedUpload {
-  MemoryRef dst;
+  backend::MemoryRef dst;
   uint64_t offset = 0;
   std::string data;
 };
@@ -33,287 +39,88 @@ struct PreparedRecord {
 };
 struct PreparedWait {
   backend::Queue* queue = nullptr;  // null: same queue, already ordered
-  Fence fence = 0;
+  backend::Fence fence = 0;
 };
 struct PreparedLaunch {
   backend::GraphRef plan;
   std::shared_ptr<std::atomic<bool>> failed;
 };
-using Prepared = std::variant<PreparedTransfer, PreparedUpload, PreparedRecord,
-                              PreparedWait, DispatchRef, PreparedLaunch>;
+using Prepared =
+    std::variant<backend::FillOp, backend::CopyOp, PreparedUpload,
+                 PreparedRecord, PreparedWait, backend::DispatchRef,
+                 PreparedLaunch>;
 
-struct ResolvedView {
-  MemoryRef memory;
-  uint64_t offset = 0;
-  uint64_t length = 0;
-  uint64_t origin_stream = 0;
-};
-
-inline std::string Label(std::string_view prefix, size_t index, size_t count,
-                  std::string_view op, std::string_view part) {
-  return absl::StrFormat("%s %u of %u (%s%s%s)", prefix, index + 1, count, op,
-                         part.empty() ? "" : " ", part);
-}
-
-inline void AppendU64(std::string& key, uint64_t value) {
-  key.append(reinterpret_cast<const char*>(&value), sizeof(value));
-}
-
-inline void AppendView(std::string& key, const ViewRef& view) {
-  AppendU64(key, view.buffer);
-  AppendU64(key, view.offset);
-  AppendU64(key, view.length);
-}
-
-inline absl::StatusOr<ResolvedView> Resolve(Session& session, const ViewRef& view,
-                                     std::string_view what)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(session.mu) {
-  HRX_ASSIGN_OR_RETURN(BufferEntry * buffer,
-                       session.buffers.Find(view.buffer, what));
-  HRX_RETURN_IF_ERROR(shared::CheckSpan(what, view.offset, view.length,
-                                        buffer->memory->size()));
-  return ResolvedView{buffer->memory, view.offset, view.length,
-                      buffer->origin_stream};
-}
-
-// Everything phase 1 produces. Cache misses are inserted as they are
-// prepared (a later refusal in the batch leaves valid entries behind).
+// Everything phase 1 produces.
 struct Plan {
   std::vector<Prepared> steps;
   std::vector<uint64_t> recorded_events;
   std::vector<ChargeRef> event_charges;  // one per recorded event
 };
 
+struct ResolvedView {
+  backend::MemoryRef memory;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t origin_stream = 0;
+};
+
+// The buffer and span `view` names in `session`, checked against the
+// buffer's size. `what` names the use in refusals.
+absl::StatusOr<ResolvedView> Resolve(Session& session, const ViewRef& view,
+                                     std::string_view what)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(session.mu);
+
+// FAILED_PRECONDITION "graph_wrong_stream" unless `exec` was prepared for
+// `stream`, "graph_failed" while an earlier launch's failure is not cleared.
+absl::Status CheckLaunchable(const GraphExecEntry& exec,
+                             const StreamEntry& stream, std::string_view what);
+
 class Planner {
  public:
-  // `prefix` names commands in refusals ("submit command", "graph node");
+  // `noun` names commands in refusals ("submit command", "graph node");
   // without `use_caches` the stream's command caches are neither read nor
   // filled (graph nodes are prepared once and owned by their exec).
   Planner(Session& session, StreamEntry& stream, size_t count,
-          std::string prefix = "submit command", bool use_caches = true)
+          std::string noun = "submit command", bool use_caches = true)
       : session_(session),
         stream_(stream),
         count_(count),
-        prefix_(std::move(prefix)),
+        noun_(std::move(noun)),
         use_caches_(use_caches) {}
 
+  // Prepares command `i` (of `count`) as the plan's next step.
   absl::Status Add(size_t i, Command& command)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(session_.mu) {
-    return std::visit([&](auto& c) { return AddOne(i, c); }, command);
-  }
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(session_.mu);
+  absl::Status Add(size_t i, FillCommand& fill)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(session_.mu);
+  absl::Status Add(size_t i, CopyCommand& copy)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(session_.mu);
+  absl::Status Add(size_t i, UploadCommand& upload)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(session_.mu);
+  absl::Status Add(size_t i, RecordEventCommand& record)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(session_.mu);
+  absl::Status Add(size_t i, WaitEventCommand& wait)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(session_.mu);
+  absl::Status Add(size_t i, DispatchCommand& dispatch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(session_.mu);
+  absl::Status Add(size_t i, LaunchGraphCommand& launch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(session_.mu);
 
   Plan Take() { return std::move(plan_); }
 
  private:
-  absl::Status AddOne(size_t i, FillCommand& fill) {
-    std::string key = "F";
-    AppendView(key, fill.dst);
-    key.push_back(static_cast<char>(fill.value));
-    if (const PreparedTransfer* hit =
-            use_caches_ ? stream_.transfer_cache.Find(key) : nullptr) {
-      plan_.steps.push_back(*hit);
-      return absl::OkStatus();
-    }
-    HRX_ASSIGN_OR_RETURN(ResolvedView dst,
-                         Resolve(session_, fill.dst, Label(prefix_, i, count_, "fill", "dst")));
-    PreparedTransfer transfer{dst.memory, dst.offset, nullptr, 0, dst.length,
-                              fill.value};
-    if (use_caches_ && dst.origin_stream == stream_.id && dst.length != 0) {
-      stream_.transfer_cache.Insert(std::move(key), transfer,
-                                    sizeof(PreparedTransfer), {dst.memory->id()});
-    }
-    plan_.steps.push_back(std::move(transfer));
-    return absl::OkStatus();
-  }
-
-  absl::Status AddOne(size_t i, CopyCommand& copy) {
-    std::string key = "C";
-    AppendView(key, copy.dst);
-    AppendView(key, copy.src);
-    if (const PreparedTransfer* hit =
-            use_caches_ ? stream_.transfer_cache.Find(key) : nullptr) {
-      plan_.steps.push_back(*hit);
-      return absl::OkStatus();
-    }
-    HRX_ASSIGN_OR_RETURN(ResolvedView dst,
-                         Resolve(session_, copy.dst, Label(prefix_, i, count_, "copy", "dst")));
-    HRX_ASSIGN_OR_RETURN(ResolvedView src,
-                         Resolve(session_, copy.src, Label(prefix_, i, count_, "copy", "src")));
-    if (dst.length != src.length) {
-      return Refusal(Reason::kCopyLengthMismatch,absl::StrFormat(
-          "%s: dst is %u bytes but src is %u bytes. "
-          "Fix: copy between views of equal length.",
-          Label(prefix_, i, count_, "copy", ""), dst.length, src.length));
-    }
-    if (dst.memory == src.memory &&
-        shared::SpansOverlap(dst.offset, src.offset, dst.length)) {
-      return Refusal(Reason::kCopyOverlap,absl::StrFormat(
-          "%s: dst [%u, +%u) overlaps src [%u, +%u) in the "
-          "same buffer. Fix: copy through a temporary buffer.",
-          Label(prefix_, i, count_, "copy", ""), dst.offset, dst.length, src.offset,
-          src.length));
-    }
-    PreparedTransfer transfer{dst.memory, dst.offset, src.memory, src.offset,
-                              dst.length, 0};
-    if (use_caches_ && dst.origin_stream == stream_.id &&
-        src.origin_stream == stream_.id && dst.length != 0) {
-      stream_.transfer_cache.Insert(std::move(key), transfer,
-                                    sizeof(PreparedTransfer),
-                                    {dst.memory->id(), src.memory->id()});
-    }
-    plan_.steps.push_back(std::move(transfer));
-    return absl::OkStatus();
-  }
-
-  absl::Status AddOne(size_t i, UploadCommand& upload) {
-    const std::string label = Label(prefix_, i, count_, "upload", "dst");
-    HRX_ASSIGN_OR_RETURN(ResolvedView dst, Resolve(session_, upload.dst, label));
-    if (upload.data.size() > dst.length) {
-      return Refusal(Reason::kUploadTooLarge,absl::StrFormat(
-          "%s: %u bytes of data do not fit the %u-byte "
-          "view. Fix: upload at most the view's length.",
-          label, upload.data.size(), dst.length));
-    }
-    plan_.steps.push_back(
-        PreparedUpload{dst.memory, dst.offset, std::move(upload.data)});
-    return absl::OkStatus();
-  }
-
-  absl::Status AddOne(size_t i, RecordEventCommand& record) {
-    if (record.event == 0 || session_.events.contains(record.event) ||
-        !batch_events_.insert(record.event).second) {
-      return Refusal(Reason::kEventIdInUse,absl::StrFormat(
-          "%s: event id %u is zero or already names a live "
-          "event of this session. Fix: use a fresh nonzero id per event and "
-          "release events when done.",
-          Label(prefix_, i, count_, "record_event", ""), record.event));
-    }
-    if (session_.events.size() + batch_events_.size() > kMaxEventsPerSession) {
-      return Refusal(Reason::kTooManyEvents,absl::StrFormat(
-          "%s: the session holds %u live events, the limit "
-          "is %u. Fix: release events that are no longer needed.",
-          Label(prefix_, i, count_, "record_event", ""), session_.events.size(),
-          kMaxEventsPerSession));
-    }
-    // Live event ids are counted per tenant (each holds a table entry).
-    HRX_ASSIGN_OR_RETURN(
-        ChargeRef charge,
-        session_.tenant->Reserve(
-            Resource::kEvents, 1,
-            Label(prefix_, i, count_, "record_event", ""), session_.Who()));
-    plan_.recorded_events.push_back(record.event);
-    plan_.event_charges.push_back(std::move(charge));
-    plan_.steps.push_back(PreparedRecord{record.event});
-    return absl::OkStatus();
-  }
-
-  absl::Status AddOne(size_t i, WaitEventCommand& wait) {
-    if (batch_events_.contains(wait.event)) {
-      plan_.steps.push_back(PreparedWait{});  // recorded on this stream
-      return absl::OkStatus();
-    }
-    auto it = session_.events.find(wait.event);
-    if (it == session_.events.end()) {
-      return Refusal(Reason::kUnknownEvent,absl::StrFormat(
-          "%s: event %u is not a live event of this session. "
-          "Fix: wait on events this session recorded and has not released.",
-          Label(prefix_, i, count_, "wait_event", ""), wait.event));
-    }
-    if (it->second.queue == nullptr) {
-      return Refusal(Reason::kEventUnpublished,absl::StrFormat(
-          "%s: event %u belongs to a batch that is still "
-          "being enqueued. Fix: synchronize the recording stream first.",
-          Label(prefix_, i, count_, "wait_event", ""), wait.event));
-    }
-    const bool same_queue = it->second.queue == stream_.queue;
-    plan_.steps.push_back(same_queue ? PreparedWait{}
-                                     : PreparedWait{it->second.queue,
-                                                    it->second.fence});
-    return absl::OkStatus();
-  }
-
-  absl::Status AddOne(size_t i, DispatchCommand& dispatch) {
-    std::string key = "D";
-    AppendU64(key, dispatch.kernel);
-    for (int d = 0; d < 3; ++d) {
-      AppendU64(key, (uint64_t{dispatch.grid[d]} << 32) | dispatch.block[d]);
-    }
-    AppendU64(key, dispatch.constants.size());
-    key += dispatch.constants;
-    for (const ViewRef& view : dispatch.bindings) AppendView(key, view);
-    if (const DispatchRef* hit =
-            use_caches_ ? stream_.dispatch_cache.Find(key) : nullptr) {
-      plan_.steps.push_back(*hit);
-      return absl::OkStatus();
-    }
-    const std::string label = Label(prefix_, i, count_, "dispatch", "");
-    HRX_ASSIGN_OR_RETURN(KernelEntry * entry,
-                         session_.kernels.Find(dispatch.kernel, label));
-    const backend::KernelRef& kernel = entry->kernel;
-    const backend::KernelSignature& signature = kernel->signature();
-    HRX_RETURN_IF_ERROR(shared::CheckLaunchShape(label, dispatch.grid, dispatch.block,
-                                         signature.workgroup_size));
-    HRX_RETURN_IF_ERROR(shared::CheckArguments(label, signature,
-                                       dispatch.constants.size(),
-                                       dispatch.bindings.size()));
-    auto args = std::make_shared<backend::DispatchArgs>();
-    args->kernel = kernel;
-    args->grid = dispatch.grid;
-    args->block = dispatch.block;
-    args->constants = dispatch.constants;
-    bool cacheable = true;
-    std::vector<uint64_t> ids;
-    for (size_t b = 0; b < dispatch.bindings.size(); ++b) {
-      HRX_ASSIGN_OR_RETURN(
-          ResolvedView view,
-          Resolve(session_, dispatch.bindings[b],
-                  Label(prefix_, i, count_, "dispatch", absl::StrCat("binding ", b))));
-      cacheable = cacheable && view.origin_stream == stream_.id;
-      ids.push_back(view.memory->id());
-      args->bindings.push_back({view.memory, view.offset, view.length});
-    }
-    DispatchRef prepared = std::move(args);
-    if (use_caches_ && cacheable) {
-      const uint64_t bytes = prepared->constants.size() +
-                             prepared->bindings.size() * sizeof(backend::BoundBuffer);
-      stream_.dispatch_cache.Insert(std::move(key), prepared, bytes,
-                                    std::move(ids));
-    }
-    plan_.steps.push_back(std::move(prepared));
-    return absl::OkStatus();
-  }
-
-  absl::Status AddOne(size_t i, LaunchGraphCommand& launch) {
-    const std::string label = Label(prefix_, i, count_, "launch_graph", "");
-    HRX_ASSIGN_OR_RETURN(GraphExecEntry * exec,
-                         session_.graph_execs.Find(launch.exec, label));
-    if (exec->stream_id != stream_.id) {
-      return Refusal(Reason::kGraphWrongStream,absl::StrFormat(
-          "%s: the graph was recorded on another stream "
-          "and replays only there. Fix: launch it on the stream that "
-          "recorded it.",
-          label));
-    }
-    if (exec->failed->load()) {
-      return Refusal(Reason::kGraphFailed,absl::StrFormat(
-          "%s: an earlier launch of this graph failed. Fix: "
-          "find why (the failing launch's sync reported it), then clear the "
-          "failure before launching again.",
-          label));
-    }
-    plan_.steps.push_back(PreparedLaunch{exec->plan, exec->failed});
-    return absl::OkStatus();
-  }
+  // "submit command 2 of 5 (copy src)".
+  std::string Label(size_t i, std::string_view op,
+                    std::string_view part = "") const;
 
   Session& session_;
   StreamEntry& stream_;
   const size_t count_;
-  const std::string prefix_;
+  const std::string noun_;
   const bool use_caches_;
   std::set<uint64_t> batch_events_;
   Plan plan_;
 };
-
 
 }  // namespace hrx::daemon::planner
 

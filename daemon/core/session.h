@@ -1,5 +1,10 @@
 // One client session's state: its buffers, streams, kernels and events, and
-// the per-session pools. Internal to Core; every member is guarded by `mu`.
+// the per-session pools. Shared by the core's units (session_table.h owns the
+// sessions); every mutable member is guarded by Session::mu.
+//
+// Lock order: SessionTable's lock, if held, is taken before a Session::mu,
+// never after; no two Session::mu are held at once; nothing waits for the
+// device while holding one.
 #ifndef HRX_DAEMON_CORE_SESSION_H_
 #define HRX_DAEMON_CORE_SESSION_H_
 
@@ -10,6 +15,8 @@
 #include <vector>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <variant>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -42,15 +49,8 @@ struct ExportEntry {
   bool tracked = false;
 };
 
-// A cached fill (src == nullptr) or copy, resolved and checked.
-struct PreparedTransfer {
-  backend::MemoryRef dst;
-  uint64_t dst_offset = 0;
-  backend::MemoryRef src;
-  uint64_t src_offset = 0;
-  uint64_t length = 0;
-  uint8_t value = 0;
-};
+// A fill or copy resolved and checked once, replayed from a stream's cache.
+using CachedTransfer = std::variant<backend::FillOp, backend::CopyOp>;
 
 // Work to run once a lock is released: completions may run inline, and a
 // completion that takes the session's lock must not be registered under it.
@@ -70,7 +70,9 @@ struct StreamEntry {
   backend::Queue* const queue;  // owned by the queue pool
 
   backend::Fence published = 0;  // fence of the stream's last command
-  absl::Status deferred_error;   // a refused batch, for the next sync point
+  // The one place a stream's deferred refusal lives (stream_gate.h): the
+  // first refused batch of Streams.Open, reported at the next sync point.
+  absl::Status deferred_refusal;
   UploadStaging staging;
   // Submit never waits on a caller's thread: a batch that meets the staging
   // bound is suspended until the stream's earlier work completes, and the
@@ -81,8 +83,8 @@ struct StreamEntry {
   std::deque<GatedOp> parked;
   CommandCache<backend::DispatchRef> dispatch_cache{kDispatchCacheEntries,
                                                     kDispatchCacheBytes};
-  CommandCache<PreparedTransfer> transfer_cache{kTransferCacheEntries,
-                                                ~uint64_t{0}};
+  CommandCache<CachedTransfer> transfer_cache{kTransferCacheEntries,
+                                              ~uint64_t{0}};
 };
 
 // A recorded event: a fence of one queue. `queue` is null while the batch
@@ -146,13 +148,9 @@ class Session {
   uint64_t next_export_id ABSL_GUARDED_BY(mu) = 1;
 };
 
-inline std::string Session::Who() const {
-  if (identity.remote) {
-    return "certificate \"" + identity.certificate_subject + "\"";
-  }
-  return "uid " + std::to_string(identity.uid) + ", pid " +
-         std::to_string(identity.pid);
-}
+// PERMISSION_DENIED "observer_read_only" for a session of an observer
+// tenant: observers may look, never touch. `what` names the operation.
+absl::Status RequireWriter(const Session& session, std::string_view what);
 
 }  // namespace hrx::daemon
 

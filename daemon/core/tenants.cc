@@ -102,12 +102,26 @@ hrx::v1::Budget BudgetFromLimits(const Limits& limits) {
   return budget;
 }
 
-void EncodeUsage(const UsageCounts& usage, hrx::v1::Usage* out) {
-  const auto* reflection = out->GetReflection();
-  for (size_t r = 0; r < kResourceCount; ++r) {
-    const auto* field = hrx::v1::Usage::descriptor()->FindFieldByName(
-        std::string(ResourceName(static_cast<Resource>(r))));
-    reflection->SetUInt64(out, field, usage[r]);
+std::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kClient:
+      return "ROLE_CLIENT";
+    case Role::kObserver:
+      return "ROLE_OBSERVER";
+    case Role::kAdmin:
+      return "ROLE_ADMIN";
+  }
+  return "ROLE_CLIENT";
+}
+
+Role RoleFromConfig(hrx::v1::Role role) {
+  switch (role) {
+    case hrx::v1::ROLE_OBSERVER:
+      return Role::kObserver;
+    case hrx::v1::ROLE_ADMIN:
+      return Role::kAdmin;
+    default:
+      return Role::kClient;
   }
 }
 
@@ -225,7 +239,7 @@ absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Parse(
       }
     }
     Entry entry;
-    entry.tenant = std::make_shared<Tenant>(tenant.name(), tenant.role(),
+    entry.tenant = std::make_shared<Tenant>(tenant.name(), RoleFromConfig(tenant.role()),
                                             LimitsFromBudget(tenant.budget()),
                                             tenant.load_kernels());
     entry.uids.assign(tenant.uids().begin(), tenant.uids().end());
@@ -252,7 +266,7 @@ absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Parse(
   }
   absl::MutexLock lock(&registry->mu_);
   registry->default_ = std::make_shared<Tenant>(
-      "default", fallback.role(), LimitsFromBudget(fallback.budget()));
+      "default", RoleFromConfig(fallback.role()), LimitsFromBudget(fallback.budget()));
   return registry;
 }
 
@@ -261,13 +275,13 @@ std::unique_ptr<TenantRegistry> TenantRegistry::BuiltIn(uid_t daemon_uid) {
   absl::MutexLock lock(&registry->mu_);
   Entry local;
   // The daemon's own user: trusted as the daemon itself is.
-  local.tenant = std::make_shared<Tenant>("local", hrx::v1::ROLE_ADMIN,
+  local.tenant = std::make_shared<Tenant>("local", Role::kAdmin,
                                           Limits{}, /*load_kernels=*/true);
   local.uids = {static_cast<uint32_t>(daemon_uid)};
   if (daemon_uid != 0) local.uids.push_back(0);
   registry->entries_.push_back(std::move(local));
   registry->default_ = std::make_shared<Tenant>(
-      "default", hrx::v1::ROLE_CLIENT, LimitsFromBudget(hrx::v1::Budget()));
+      "default", Role::kClient, LimitsFromBudget(hrx::v1::Budget()));
   return registry;
 }
 

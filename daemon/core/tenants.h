@@ -22,10 +22,19 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/core/identity.h"
-#include "hrx/v1/admin.pb.h"
 #include "hrx/v1/config.pb.h"
 
 namespace hrx::daemon {
+
+// What a tenant may do; the config's hrx.v1.Role, read once at parse time.
+enum class Role : uint8_t {
+  kClient,    // uses the device within its budget
+  kObserver,  // read-only inspection: status, tenants, sessions
+  kAdmin,     // a client that may also change budgets and evict
+};
+// As the config spells it ("ROLE_ADMIN"), for messages.
+std::string_view RoleName(Role role);
+Role RoleFromConfig(hrx::v1::Role role);
 
 enum class Resource : uint8_t {
   kDeviceBytes = 0,
@@ -43,7 +52,7 @@ enum class Resource : uint8_t {
   kReplyBytes,
 };
 inline constexpr size_t kResourceCount = 13;
-// "device_bytes", ...: the field's name in hrx.v1.Budget and hrx.v1.Usage.
+// "device_bytes", ...: the field's name in hrx.v1.Budget (and hrx.v1.Usage).
 std::string_view ResourceName(Resource resource);
 
 // Ceilings per resource; nullopt is unlimited.
@@ -71,8 +80,6 @@ std::optional<uint64_t> DefaultLimit(Resource resource);
 // leaves out.
 Limits LimitsFromBudget(const hrx::v1::Budget& budget);
 hrx::v1::Budget BudgetFromLimits(const Limits& limits);
-// Every resource's count, by name, into an hrx.v1.Usage.
-void EncodeUsage(const UsageCounts& usage, hrx::v1::Usage* out);
 
 class Tenant;
 
@@ -94,7 +101,7 @@ using ChargeRef = std::shared_ptr<const Charge>;
 
 class Tenant : public std::enable_shared_from_this<Tenant> {
  public:
-  Tenant(std::string name, hrx::v1::Role role, Limits limits,
+  Tenant(std::string name, Role role, Limits limits,
          bool load_kernels = false)
       : name_(std::move(name)),
         role_(role),
@@ -116,8 +123,8 @@ class Tenant : public std::enable_shared_from_this<Tenant> {
   bool Unlimited(Resource resource) const;
 
   const std::string& name() const { return name_; }
-  hrx::v1::Role role() const { return role_.load(); }
-  void set_role(hrx::v1::Role role) { role_.store(role); }
+  Role role() const { return role_.load(); }
+  void set_role(Role role) { role_.store(role); }
   // Whether the config lets this tenant load kernels (Tenant.load_kernels).
   bool load_kernels() const { return load_kernels_.load(); }
   void set_load_kernels(bool allowed) { load_kernels_.store(allowed); }
@@ -127,7 +134,7 @@ class Tenant : public std::enable_shared_from_this<Tenant> {
   void Release(Resource resource, uint64_t amount);
 
   const std::string name_;
-  std::atomic<hrx::v1::Role> role_;  // a reload may change it
+  std::atomic<Role> role_;  // a reload may change it
   std::atomic<bool> load_kernels_;
   mutable absl::Mutex mu_;
   Limits limits_ ABSL_GUARDED_BY(mu_);

@@ -199,7 +199,7 @@ TEST(TenantRegistryTest, ReloadKeepsTenantsThatKeepTheirNameAndTheirUse) {
   EXPECT_EQ((*registry)->Find("ml"), ml);  // the same object, use kept
   EXPECT_EQ(ml->usage()[0], 1000u);
   EXPECT_EQ(ml->limits()[0], 2048u);
-  EXPECT_EQ(ml->role(), hrx::v1::ROLE_OBSERVER);
+  EXPECT_EQ(ml->role(), Role::kObserver);
   EXPECT_EQ((*registry)->Resolve({4005, 1, 1, ""})->name(), "new");
   EXPECT_EQ((*registry)->Find("ops"), nullptr);
   EXPECT_EQ((*registry)->Resolve({4002, 50, 1, ""})->name(), "default");

@@ -14,7 +14,6 @@
 #include "daemon/core/command_cache.h"
 #include "daemon/core/pools.h"
 #include "daemon/core/tenants.h"
-#include "hrx/v1/config.pb.h"
 
 namespace hrx::daemon {
 
@@ -89,13 +88,12 @@ using Command = std::variant<FillCommand, CopyCommand, UploadCommand,
 
 inline constexpr size_t kMaxGraphNodes = 4096;
 
-// A recorded graph as the client sends it to be finished.
+// Nothing to run: orders a graph node's successors after its predecessors.
+struct JoinCommand {};
+
+// A recorded graph node as the client sends it to be finished.
 struct GraphNodeSpec {
-  enum class Op { kFill, kCopy, kDispatch, kJoin };
-  Op op = Op::kJoin;
-  FillCommand fill;
-  CopyCommand copy;
-  DispatchCommand dispatch;
+  std::variant<FillCommand, CopyCommand, DispatchCommand, JoinCommand> op;
   std::vector<uint32_t> after;  // indices of earlier nodes
 };
 
@@ -181,7 +179,7 @@ struct ExportTicket {
 
 struct TenantUsage {
   std::string name;
-  hrx::v1::Role role = hrx::v1::ROLE_CLIENT;
+  Role role = Role::kClient;
   Limits limits;
   UsageCounts usage = {};
   uint64_t sessions = 0;

@@ -65,7 +65,7 @@ absl::StatusOr<Caller> DecodeCaller(const grpc::ServerContextBase& context,
   if (!session.ok()) return session.status();
   auto identity = Identify(context, peers);
   if (!identity.ok()) return identity.status();
-  if (absl::Status mine = core.VerifyCaller(*session, *identity); !mine.ok()) {
+  if (absl::Status mine = core.sessions().VerifyCaller(*session, *identity); !mine.ok()) {
     return mine;
   }
   return Caller(authority, *session);
@@ -108,162 +108,6 @@ absl::StatusOr<ViewRef> Caller::View(const hrx::v1::View& view,
   return ViewRef{*buffer, view.offset(), view.length()};
 }
 
-namespace {
-
-absl::StatusOr<std::array<uint32_t, 3>> DecodeDims(
-    const google::protobuf::RepeatedField<uint32_t>& dims, const char* name,
-    int index, int count) {
-  if (dims.size() != 3) {
-    return Refusal(Reason::kBadLaunchShape,absl::StrFormat(
-        "submit command %d of %d (dispatch): %s has %d "
-        "entries. Fix: send exactly 3 (x, y, z).",
-        index + 1, count, name, dims.size()));
-  }
-  return std::array<uint32_t, 3>{dims[0], dims[1], dims[2]};
-}
-
-}  // namespace
-
-absl::StatusOr<Command> Caller::DecodeCommand(const hrx::v1::Command& command,
-                                              int index, int count) const {
-  const std::string label =
-      absl::StrFormat("submit command %d of %d", index + 1, count);
-  switch (command.op_case()) {
-    case hrx::v1::Command::kFill: {
-      const uint32_t value = command.fill().value();
-      if (value > 0xff) {
-        return Refusal(Reason::kFillValueOutOfRange,absl::StrFormat(
-            "submit command %d of %d (fill): value "
-            "%u is not a byte. Fix: send a fill value from 0 to 255.",
-            index + 1, count, value));
-      }
-      auto dst = View(command.fill().dst(), label + " (fill dst)");
-      if (!dst.ok()) return dst.status();
-      return FillCommand{*dst, static_cast<uint8_t>(value)};
-    }
-    case hrx::v1::Command::kCopy:
-    {
-      auto dst = View(command.copy().dst(), label + " (copy dst)");
-      if (!dst.ok()) return dst.status();
-      auto src = View(command.copy().src(), label + " (copy src)");
-      if (!src.ok()) return src.status();
-      return CopyCommand{*dst, *src};
-    }
-    case hrx::v1::Command::kUpload:
-    {
-      auto dst = View(command.upload().dst(), label + " (upload dst)");
-      if (!dst.ok()) return dst.status();
-      return UploadCommand{*dst, command.upload().data()};
-    }
-    case hrx::v1::Command::kRecordEvent:
-      return RecordEventCommand{command.record_event().event()};
-    case hrx::v1::Command::kWaitEvent:
-      return WaitEventCommand{command.wait_event().event()};
-    case hrx::v1::Command::kDispatch: {
-      const hrx::v1::Dispatch& wire = command.dispatch();
-      DispatchCommand dispatch;
-      auto kernel = Object(wire.kernel(), shared::HandleKind::kKernel,
-                           label + " (dispatch kernel)");
-      if (!kernel.ok()) return kernel.status();
-      dispatch.kernel = *kernel;
-      auto grid = DecodeDims(wire.grid(), "grid", index, count);
-      if (!grid.ok()) return grid.status();
-      auto block = DecodeDims(wire.block(), "block", index, count);
-      if (!block.ok()) return block.status();
-      dispatch.grid = *grid;
-      dispatch.block = *block;
-      if (wire.constants().size() > shared::kConstantsCapacity) {
-        return Refusal(Reason::kConstantsTooLarge,absl::StrFormat(
-            "submit command %d of %d (dispatch): %u "
-            "bytes of constants, the capacity is %u. Fix: pass at most %u "
-            "bytes of scalars.",
-            index + 1, count, wire.constants().size(), shared::kConstantsCapacity,
-            shared::kConstantsCapacity));
-      }
-      dispatch.constants = wire.constants();
-      for (int b = 0; b < wire.bindings_size(); ++b) {
-        auto view = View(wire.bindings(b),
-                         absl::StrFormat("%s (dispatch binding %d)", label, b));
-        if (!view.ok()) return view.status();
-        dispatch.bindings.push_back(*view);
-      }
-      return dispatch;
-    }
-    case hrx::v1::Command::kLaunchGraph: {
-      auto exec = Object(command.launch_graph().exec(),
-                         shared::HandleKind::kGraphExec,
-                         label + " (launch_graph exec)");
-      if (!exec.ok()) return exec.status();
-      return LaunchGraphCommand{*exec};
-    }
-    case hrx::v1::Command::OP_NOT_SET:
-      break;
-  }
-  return Refusal(Reason::kEmptyCommand,absl::StrFormat(
-      "submit command %d of %d has no operation set. Fix: "
-      "set one of fill, copy, upload, record_event, wait_event, dispatch, "
-      "launch_graph.",
-      index + 1, count));
-}
-
-absl::StatusOr<std::vector<Command>> Caller::Commands(
-    const google::protobuf::RepeatedPtrField<hrx::v1::Command>& commands) const {
-  std::vector<Command> decoded;
-  decoded.reserve(commands.size());
-  for (int i = 0; i < commands.size(); ++i) {
-    auto command = DecodeCommand(commands[i], i, commands.size());
-    if (!command.ok()) return command.status();
-    decoded.push_back(*std::move(command));
-  }
-  return decoded;
-}
-
-absl::StatusOr<GraphSpec> Caller::Graph(
-    const hrx::v1::CreateGraphExecRequest& request) const {
-  GraphSpec spec;
-  spec.profiled = request.profiled();
-  spec.labels.assign(request.labels().begin(), request.labels().end());
-  const int count = request.nodes_size();
-  for (int i = 0; i < count; ++i) {
-    const hrx::v1::GraphNode& node = request.nodes(i);
-    GraphNodeSpec out;
-    out.after.assign(node.after().begin(), node.after().end());
-    hrx::v1::Command command;
-    switch (node.op_case()) {
-      case hrx::v1::GraphNode::kFill:
-        *command.mutable_fill() = node.fill();
-        out.op = GraphNodeSpec::Op::kFill;
-        break;
-      case hrx::v1::GraphNode::kCopy:
-        *command.mutable_copy() = node.copy();
-        out.op = GraphNodeSpec::Op::kCopy;
-        break;
-      case hrx::v1::GraphNode::kDispatch:
-        *command.mutable_dispatch() = node.dispatch();
-        out.op = GraphNodeSpec::Op::kDispatch;
-        break;
-      case hrx::v1::GraphNode::kJoin:
-        out.op = GraphNodeSpec::Op::kJoin;
-        spec.nodes.push_back(std::move(out));
-        continue;
-      case hrx::v1::GraphNode::OP_NOT_SET:
-        return Refusal(Reason::kEmptyNode,absl::StrFormat(
-            "graph node %d of %d has no operation set. Fix: set "
-            "fill, copy, dispatch or join.",
-            i + 1, count));
-    }
-    auto decoded = DecodeCommand(command, i, count);
-    if (!decoded.ok()) return decoded.status();
-    if (auto* fill = std::get_if<FillCommand>(&*decoded)) out.fill = *fill;
-    if (auto* copy = std::get_if<CopyCommand>(&*decoded)) out.copy = *copy;
-    if (auto* dispatch = std::get_if<DispatchCommand>(&*decoded)) {
-      out.dispatch = std::move(*dispatch);
-    }
-    spec.nodes.push_back(std::move(out));
-  }
-  return spec;
-}
-
 absl::StatusOr<backend::KernelSignature> DecodeSignature(
     const hrx::v1::KernelSignature& signature) {
   backend::KernelSignature decoded;
@@ -304,6 +148,27 @@ void EncodeSignature(const backend::KernelSignature& signature,
     wire->set_size(arg.size);
   }
   for (uint32_t size : signature.workgroup_size) out->add_workgroup_size(size);
+}
+
+hrx::v1::Role EncodeRole(Role role) {
+  switch (role) {
+    case Role::kObserver:
+      return hrx::v1::ROLE_OBSERVER;
+    case Role::kAdmin:
+      return hrx::v1::ROLE_ADMIN;
+    case Role::kClient:
+      break;
+  }
+  return hrx::v1::ROLE_CLIENT;
+}
+
+void EncodeUsage(const UsageCounts& usage, hrx::v1::Usage* out) {
+  const auto* reflection = out->GetReflection();
+  for (size_t r = 0; r < kResourceCount; ++r) {
+    const auto* field = hrx::v1::Usage::descriptor()->FindFieldByName(
+        std::string(ResourceName(static_cast<Resource>(r))));
+    reflection->SetUInt64(out, field, usage[r]);
+  }
 }
 
 }  // namespace hrx::daemon

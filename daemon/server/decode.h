@@ -14,6 +14,7 @@
 #include "daemon/core/types.h"
 #include "grpcpp/server_context.h"
 #include "daemon/backend/backend.h"
+#include "hrx/v1/admin.pb.h"
 #include "hrx/v1/graph.pb.h"
 #include "hrx/v1/kernel.pb.h"
 #include "hrx/v1/stream.pb.h"
@@ -45,19 +46,35 @@ class Caller {
 
   // INVALID_ARGUMENT for a fill value above 255, a dispatch whose grid or
   // block does not have 3 entries or whose constants pass 256 bytes, or a
-  // command with no op set; the message names the command's position.
+  // command with no op set; the message names the command's position
+  // ("submit command 2 of 5 (fill dst)"). Handles are opened here.
   absl::StatusOr<std::vector<Command>> Commands(
       const google::protobuf::RepeatedPtrField<hrx::v1::Command>& commands)
       const;
 
-  // A recorded graph: each node's command decoded as a submit command would
-  // be (positions name "graph node").
+  // A recorded graph: each node's fill, copy or dispatch decoded as a
+  // command's would be, read from the node's own oneof (positions name
+  // "graph node 2 of 5").
   absl::StatusOr<GraphSpec> Graph(const hrx::v1::CreateGraphExecRequest& request)
       const;
 
  private:
+  // Where a command sits in its request, for refusals.
+  struct Position {
+    const char* noun;  // "submit command" or "graph node"
+    int index;
+    int count;
+    // "submit command 2 of 5 (fill dst)"; without `part`, no parentheses.
+    std::string Label(std::string_view part = "") const;
+  };
   absl::StatusOr<Command> DecodeCommand(const hrx::v1::Command& command,
-                                        int index, int count) const;
+                                        const Position& at) const;
+  absl::StatusOr<FillCommand> DecodeFill(const hrx::v1::Fill& fill,
+                                         const Position& at) const;
+  absl::StatusOr<CopyCommand> DecodeCopy(const hrx::v1::Copy& copy,
+                                         const Position& at) const;
+  absl::StatusOr<DispatchCommand> DecodeDispatch(
+      const hrx::v1::Dispatch& dispatch, const Position& at) const;
 
   const HandleAuthority* authority_;
   uint64_t session_;
@@ -85,6 +102,10 @@ absl::StatusOr<backend::KernelSignature> DecodeSignature(
     const hrx::v1::KernelSignature& signature);
 void EncodeSignature(const backend::KernelSignature& signature,
                      hrx::v1::KernelSignature* out);
+
+hrx::v1::Role EncodeRole(Role role);
+// Every resource's count, by name, into an hrx.v1.Usage.
+void EncodeUsage(const UsageCounts& usage, hrx::v1::Usage* out);
 
 }  // namespace hrx::daemon
 

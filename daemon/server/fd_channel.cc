@@ -102,9 +102,9 @@ ExchangeServer::Reply FdChannel::Answer(const std::string& ticket,
   identity.uid = *peer.uid;
   identity.gid = peer.gid;
   identity.pid = peer.pid;
-  auto descriptor = core_.Redeem(ticket, identity);
+  auto descriptor = core_.sharing().Redeem(ticket, identity);
   if (!descriptor.ok()) {
-    core_.CountRefusal(descriptor.status());
+    core_.refusals().Count(descriptor.status());
     reply.bytes = EncodeReply(descriptor.status());
     return reply;
   }

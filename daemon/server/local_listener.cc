@@ -88,7 +88,7 @@ void LocalListener::HandOver(int fd) {
       charge.ok() ? peers_.Admit(fd, identity, *std::move(charge))
                   : absl::StatusOr<PeerIdentity>(charge.status());
   if (!admitted.ok()) {
-    core_.CountRefusal(admitted.status());
+    core_.refusals().Count(admitted.status());
     close(fd);  // the peer sees the connection end; it cannot hold a slot
     return;
   }

@@ -21,7 +21,7 @@ using ::hrx::shared::ToGrpcStatus;
 grpc::ServerUnaryReactor* Finish(Core& core,
                                  grpc::CallbackServerContext* context,
                                  const absl::Status& status) {
-  core.CountRefusal(status);
+  core.refusals().Count(status);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
@@ -40,7 +40,7 @@ class HoldingReactor final : public grpc::ServerUnaryReactor {
 // A completion for Core's asynchronous methods that finishes the call.
 DoneCallback FinishLater(Core& core, grpc::ServerUnaryReactor* reactor) {
   return [&core, reactor](absl::Status status) {
-    core.CountRefusal(status);
+    core.refusals().Count(status);
     reactor->Finish(ToGrpcStatus(status));
   };
 }
@@ -99,7 +99,7 @@ grpc::ServerUnaryReactor* DevicesService::GetDeviceInfo(
     grpc::CallbackServerContext* context,
     const hrx::v1::GetDeviceInfoRequest* request,
     hrx::v1::DeviceInfo* response) {
-  EncodeDeviceInfo(core_.device_info(), response);
+  EncodeDeviceInfo(core_.admin().device_info(), response);
   return Finish(core_, context, absl::OkStatus());
 }
 
@@ -109,7 +109,7 @@ grpc::ServerUnaryReactor* DevicesService::SetQueueCount(
     hrx::v1::SetQueueCountResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(core_, context, caller.status());
-  return Finish(core_, context, core_.SetQueueCount(caller->session(), request->count()));
+  return Finish(core_, context, core_.admin().SetQueueCount(caller->session(), request->count()));
 }
 
 grpc::ServerUnaryReactor* KernelsService::LoadKernel(
@@ -128,7 +128,7 @@ grpc::ServerUnaryReactor* KernelsService::LoadKernel(
     if (!decoded.ok()) return Finish(core_, context, decoded.status());
     declared = *std::move(decoded);
   }
-  auto kernel = core_.LoadKernel(session, request.code(), request.entry(),
+  auto kernel = core_.kernels().Load(session, request.code(), request.entry(),
                                  declared ? &*declared : nullptr);
   if (kernel.ok()) {
     hrx::v1::LoadKernelResponse response;
@@ -149,7 +149,7 @@ grpc::ServerUnaryReactor* KernelsService::UnloadKernel(
   auto kernel = caller->Object(request->kernel(), shared::HandleKind::kKernel,
                                "unload kernel");
   if (!kernel.ok()) return Finish(core_, context, kernel.status());
-  return Finish(core_, context, core_.UnloadKernel(session, *kernel));
+  return Finish(core_, context, core_.kernels().Unload(session, *kernel));
 }
 
 grpc::ServerUnaryReactor* EventsService::QueryEvent(
@@ -158,7 +158,7 @@ grpc::ServerUnaryReactor* EventsService::QueryEvent(
   auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
-  auto complete = core_.QueryEvent(session, request->event());
+  auto complete = core_.events().Query(session, request->event());
   if (complete.ok()) response->set_complete(*complete);
   return Finish(core_, context, complete.status());
 }
@@ -170,7 +170,7 @@ grpc::ServerUnaryReactor* EventsService::SynchronizeEvent(
   if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  core_.SynchronizeEvent(session, request->event(), FinishLater(core_, reactor));
+  core_.events().Synchronize(session, request->event(), FinishLater(core_, reactor));
   return reactor;
 }
 
@@ -180,7 +180,7 @@ grpc::ServerUnaryReactor* EventsService::ReleaseEvent(
   auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
-  return Finish(core_, context, core_.ReleaseEvent(session, request->event()));
+  return Finish(core_, context, core_.events().Release(session, request->event()));
 }
 
 grpc::ServerUnaryReactor* BuffersService::Allocate(
@@ -200,7 +200,7 @@ grpc::ServerUnaryReactor* BuffersService::Allocate(
                                        shared::HandleKind::kStream,
                                        "allocate stream");
   if (!stream.ok()) return Finish(core_, context, stream.status());
-  auto buffer = core_.Allocate(session, request->bytes(), kind, *stream);
+  auto buffer = core_.buffers().Allocate(session, request->bytes(), kind, *stream);
   if (buffer.ok()) {
     caller->Seal(buffer->handle, response->mutable_buffer());
     response->set_bytes(buffer->bytes);
@@ -218,7 +218,7 @@ grpc::ServerUnaryReactor* BuffersService::Free(
   auto buffer = caller->Object(request->buffer(), shared::HandleKind::kBuffer,
                                "free buffer");
   if (!buffer.ok()) return Finish(core_, context, buffer.status());
-  return Finish(core_, context, core_.Free(session, *buffer));
+  return Finish(core_, context, core_.buffers().Free(session, *buffer));
 }
 
 grpc::ServerUnaryReactor* BuffersService::Grant(
@@ -229,7 +229,7 @@ grpc::ServerUnaryReactor* BuffersService::Grant(
   auto buffer = caller->Object(request->buffer(), shared::HandleKind::kBuffer,
                                "grant buffer");
   if (!buffer.ok()) return Finish(core_, context, buffer.status());
-  auto grant = core_.Grant(caller->session(), *buffer, request->tenant(),
+  auto grant = core_.sharing().Grant(caller->session(), *buffer, request->tenant(),
                            request->session());
   if (grant.ok()) response->set_grant(*grant);
   return Finish(core_, context, grant.status());
@@ -240,7 +240,7 @@ grpc::ServerUnaryReactor* BuffersService::Import(
     hrx::v1::ImportResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(core_, context, caller.status());
-  auto buffer = core_.Import(caller->session(), request->grant());
+  auto buffer = core_.sharing().Import(caller->session(), request->grant());
   if (buffer.ok()) {
     caller->Seal(buffer->handle, response->mutable_buffer());
     response->set_bytes(buffer->bytes);
@@ -254,7 +254,7 @@ grpc::ServerUnaryReactor* BuffersService::Revoke(
     hrx::v1::RevokeResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(core_, context, caller.status());
-  return Finish(core_, context, core_.Revoke(caller->session(), request->grant()));
+  return Finish(core_, context, core_.sharing().Revoke(caller->session(), request->grant()));
 }
 
 grpc::ServerUnaryReactor* BuffersService::Export(
@@ -271,7 +271,7 @@ grpc::ServerUnaryReactor* BuffersService::Export(
                   Refusal(Reason::kBadHandleKind, "export buffer: ask for "
                       "HANDLE_KIND_SHM or HANDLE_KIND_DMABUF. Fix: set kind."));
   }
-  auto ticket = core_.Export(caller->session(), *buffer,
+  auto ticket = core_.sharing().Export(caller->session(), *buffer,
                              request->kind() == hrx::v1::HANDLE_KIND_SHM
                                  ? backend::ExportKind::kShm
                                  : backend::ExportKind::kDmaBuf);
@@ -292,7 +292,7 @@ grpc::ServerUnaryReactor* BuffersService::ReleaseExport(
   auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(core_, context, caller.status());
   return Finish(core_, context,
-                core_.ReleaseExport(caller->session(), request->export_id()));
+                core_.sharing().ReleaseExport(caller->session(), request->export_id()));
 }
 
 grpc::ServerUnaryReactor* StreamsService::CreateStream(
@@ -302,7 +302,7 @@ grpc::ServerUnaryReactor* StreamsService::CreateStream(
   auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
-  auto stream = core_.CreateStream(session);
+  auto stream = core_.commands().CreateStream(session);
   if (stream.ok()) {
     caller->Seal(stream->handle, response->mutable_stream());
     response->set_queue(stream->queue);
@@ -321,7 +321,7 @@ grpc::ServerUnaryReactor* StreamsService::DestroyStream(
                                "destroy stream");
   if (!stream.ok()) return Finish(core_, context, stream.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  core_.DestroyStream(session, *stream, FinishLater(core_, reactor));
+  core_.commands().DestroyStream(session, *stream, FinishLater(core_, reactor));
   return reactor;
 }
 
@@ -341,14 +341,14 @@ grpc::ServerUnaryReactor* StreamsService::Submit(
   auto commands = caller->Commands(request.commands());
   if (!commands.ok()) return Finish(core_, context, commands.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  core_.Submit(session, *stream, *std::move(commands), SubmitErrors::kReturn,
+  core_.commands().Submit(session, *stream, *std::move(commands), SubmitErrors::kReturn,
                [this, reactor, raw_response](absl::StatusOr<size_t> enqueued) {
                  if (enqueued.ok()) {
                    hrx::v1::SubmitResponse response;
                    response.set_enqueued(*enqueued);
                    SerializeInto(response, raw_response);
                  }
-                 core_.CountRefusal(enqueued.status());
+                 core_.refusals().Count(enqueued.status());
                  reactor->Finish(ToGrpcStatus(enqueued.status()));
                });
   return reactor;
@@ -365,7 +365,7 @@ grpc::ServerUnaryReactor* StreamsService::Synchronize(
                                "synchronize stream");
   if (!stream.ok()) return Finish(core_, context, stream.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  core_.Synchronize(session, *stream, FinishLater(core_, reactor));
+  core_.commands().Synchronize(session, *stream, FinishLater(core_, reactor));
   return reactor;
 }
 
@@ -382,11 +382,11 @@ grpc::ServerUnaryReactor* StreamsService::Read(
   if (!src.ok()) return Finish(core_, context, src.status());
   // The tenant's reply_bytes ceiling holds until the call is done (the
   // client has taken the reply, or the call ended).
-  auto hold = core_.ReserveReplyBytes(session, src->length);
+  auto hold = core_.commands().ReserveReplyBytes(session, src->length);
   if (!hold.ok()) return Finish(core_, context, hold.status());
   auto* reactor = new HoldingReactor(*std::move(hold));
   // The response outlives the read: gRPC keeps it until Finish.
-  core_.Read(session, *stream, *src, response->mutable_data(),
+  core_.commands().Read(session, *stream, *src, response->mutable_data(),
              FinishLater(core_, reactor));
   return reactor;
 }
@@ -405,7 +405,7 @@ grpc::ServerUnaryReactor* StreamsService::Poll(
   auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
                                "poll stream");
   if (!stream.ok()) return Finish(core_, context, stream.status());
-  auto complete = core_.Poll(session, *stream);
+  auto complete = core_.commands().Poll(session, *stream);
   if (complete.ok()) response->set_complete(*complete);
   return Finish(core_, context, complete.status());
 }
@@ -420,7 +420,7 @@ grpc::ServerUnaryReactor* StreamsService::GetStreamStats(
   auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
                                "stream stats");
   if (!stream.ok()) return Finish(core_, context, stream.status());
-  auto stats = core_.GetStreamStats(session, *stream);
+  auto stats = core_.commands().GetStreamStats(session, *stream);
   if (stats.ok()) {
     response->set_queue(stats->queue);
     response->set_published_fence(stats->published_fence);
@@ -445,10 +445,10 @@ grpc::ServerUnaryReactor* DaemonStatusService::GetStatus(
     hrx::v1::GetStatusResponse* response) {
   auto identity = Identify(*context, peers_);
   if (!identity.ok()) return Finish(core_, context, identity.status());
-  if (absl::Status known = core_.RequireKnownCaller(*identity); !known.ok()) {
+  if (absl::Status known = core_.admin().RequireKnownCaller(*identity); !known.ok()) {
     return Finish(core_, context, known);
   }
-  const CoreStatus status = core_.status();
+  const CoreStatus status = core_.admin().status();
   EncodeDeviceInfo(status.device, response->mutable_device());
   response->set_version(shared::kVersion);
   response->set_pid(static_cast<uint32_t>(getpid()));
@@ -493,7 +493,7 @@ grpc::ServerUnaryReactor* GraphsService::CreateExec(
   if (!stream.ok()) return Finish(core_, context, stream.status());
   auto spec = caller->Graph(request);
   if (!spec.ok()) return Finish(core_, context, spec.status());
-  auto exec = core_.CreateGraphExec(caller->session(), *stream,
+  auto exec = core_.graphs().CreateExec(caller->session(), *stream,
                                     *std::move(spec));
   if (exec.ok()) {
     hrx::v1::CreateGraphExecResponse response;
@@ -513,7 +513,7 @@ grpc::ServerUnaryReactor* GraphsService::DestroyExec(
   auto exec = caller->Object(request->exec(), shared::HandleKind::kGraphExec,
                              "destroy graph exec");
   if (!exec.ok()) return Finish(core_, context, exec.status());
-  return Finish(core_, context, core_.DestroyGraphExec(caller->session(), *exec));
+  return Finish(core_, context, core_.graphs().DestroyExec(caller->session(), *exec));
 }
 
 grpc::ServerUnaryReactor* GraphsService::ClearFailure(
@@ -525,27 +525,27 @@ grpc::ServerUnaryReactor* GraphsService::ClearFailure(
   auto exec = caller->Object(request->exec(), shared::HandleKind::kGraphExec,
                              "clear graph failure");
   if (!exec.ok()) return Finish(core_, context, exec.status());
-  return Finish(core_, context, core_.ClearGraphFailure(caller->session(), *exec));
+  return Finish(core_, context, core_.graphs().ClearFailure(caller->session(), *exec));
 }
 
 absl::Status AdminService::Authorize(const grpc::CallbackServerContext& context,
-                                     hrx::v1::Role role) {
+                                     Role role) {
   auto identity = Identify(context, peers_);
   if (!identity.ok()) return identity.status();
-  return core_.RequireRole(*identity, role);
+  return core_.admin().RequireRole(*identity, role);
 }
 
 grpc::ServerUnaryReactor* AdminService::ListTenants(
     grpc::CallbackServerContext* context,
     const hrx::v1::ListTenantsRequest* request,
     hrx::v1::ListTenantsResponse* response) {
-  if (absl::Status allowed = Authorize(*context, hrx::v1::ROLE_OBSERVER); !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, Role::kObserver); !allowed.ok()) {
     return Finish(core_, context, allowed);
   }
-  for (const TenantUsage& tenant : core_.ListTenants()) {
+  for (const TenantUsage& tenant : core_.admin().ListTenants()) {
     hrx::v1::TenantInfo* info = response->add_tenants();
     info->set_name(tenant.name);
-    info->set_role(tenant.role);
+    info->set_role(EncodeRole(tenant.role));
     *info->mutable_budget() = BudgetFromLimits(tenant.limits);
     EncodeUsage(tenant.usage, info->mutable_usage());
     info->set_sessions(tenant.sessions);
@@ -560,10 +560,10 @@ grpc::ServerUnaryReactor* AdminService::ListSessions(
     grpc::CallbackServerContext* context,
     const hrx::v1::ListSessionsRequest* request,
     hrx::v1::ListSessionsResponse* response) {
-  if (absl::Status allowed = Authorize(*context, hrx::v1::ROLE_OBSERVER); !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, Role::kObserver); !allowed.ok()) {
     return Finish(core_, context, allowed);
   }
-  for (const SessionSummary& session : core_.ListSessions(request->tenant())) {
+  for (const SessionSummary& session : core_.admin().ListSessions(request->tenant())) {
     hrx::v1::SessionInfo* info = response->add_sessions();
     info->set_id(session.id);
     info->set_tenant(session.tenant);
@@ -582,11 +582,11 @@ grpc::ServerUnaryReactor* AdminService::ListBuffers(
     grpc::CallbackServerContext* context,
     const hrx::v1::ListBuffersRequest* request,
     hrx::v1::ListBuffersResponse* response) {
-  if (absl::Status allowed = Authorize(*context, hrx::v1::ROLE_OBSERVER); !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, Role::kObserver); !allowed.ok()) {
     return Finish(core_, context, allowed);
   }
   for (const BufferSummary& buffer :
-       core_.ListBuffers(request->tenant(), request->session())) {
+       core_.admin().ListBuffers(request->tenant(), request->session())) {
     hrx::v1::BufferInfo* info = response->add_buffers();
     info->set_session(buffer.session);
     info->set_tenant(buffer.tenant);
@@ -602,10 +602,10 @@ grpc::ServerUnaryReactor* AdminService::SetBudget(
     grpc::CallbackServerContext* context,
     const hrx::v1::SetBudgetRequest* request,
     hrx::v1::SetBudgetResponse* response) {
-  if (absl::Status allowed = Authorize(*context, hrx::v1::ROLE_ADMIN); !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, Role::kAdmin); !allowed.ok()) {
     return Finish(core_, context, allowed);
   }
-  return Finish(core_, context, core_.SetBudget(request->tenant(),
+  return Finish(core_, context, core_.admin().SetBudget(request->tenant(),
                                          LimitsFromBudget(request->budget())));
 }
 
@@ -613,11 +613,11 @@ grpc::ServerUnaryReactor* AdminService::EvictSession(
     grpc::CallbackServerContext* context,
     const hrx::v1::EvictSessionRequest* request,
     hrx::v1::EvictSessionResponse* response) {
-  if (absl::Status allowed = Authorize(*context, hrx::v1::ROLE_ADMIN); !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, Role::kAdmin); !allowed.ok()) {
     return Finish(core_, context, allowed);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  core_.EvictSession(request->id(), [reactor, response](
+  core_.CloseSession(request->id(), [reactor, response](
                                         absl::StatusOr<CloseSummary> summary) {
     if (summary.ok()) {
       response->set_freed_buffers(summary->freed_buffers);

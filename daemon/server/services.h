@@ -251,7 +251,7 @@ class AdminService final : public hrx::v1::Admin::CallbackService {
  private:
   // The caller's identity, checked to have at least `role`.
   absl::Status Authorize(const grpc::CallbackServerContext& context,
-                         hrx::v1::Role role);
+                         Role role);
 
   Core& core_;
   const PeerRegistry& peers_;

@@ -28,13 +28,13 @@ Reply MakeReply(uint64_t token, const absl::Status& status) {
 // is counted by its reason.
 StreamReactor::Reply StreamReactor::NewReply(uint64_t token,
                                              const absl::Status& status) {
-  core_.CountRefusal(status);
+  core_.refusals().Count(status);
   return MakeReply(token, status);
 }
 
 void StreamReactor::SetStatus(hrx::v1::StreamReply& reply,
                               const absl::Status& status) {
-  core_.CountRefusal(status);
+  core_.refusals().Count(status);
   reply.set_code(static_cast<int32_t>(status.code()));
   reply.set_message(std::string(status.message()));
 }
@@ -83,7 +83,7 @@ void StreamReactor::OnReadDone(bool ok) {
     // The client finished writing, or the call died: drain and destroy.
     if (stream_ != 0) {
       Begin();
-      core_.DestroyStream(session_, stream_, [this](absl::Status) {
+      core_.commands().DestroyStream(session_, stream_, [this](absl::Status) {
         Complete(nullptr);
       });
     }
@@ -102,9 +102,14 @@ void StreamReactor::OnReadDone(bool ok) {
   absl::Status parsed = ParseChecked(raw_request_, &request_);
   raw_request_.Clear();
   if (!parsed.ok()) {
-    // The request's token is unknown: the refusal waits for the next sync
-    // point, like a bad batch's.
-    Defer(parsed);
+    // The request's token is unknown: the refusal waits for the stream's
+    // next sync point, like a bad batch's. Before the stream is open there
+    // is none to keep it: it is answered at once, under token 0.
+    if (stream_ != 0) {
+      core_.commands().DeferRefusal(session_, stream_, parsed);
+    } else {
+      Send(NewReply(0, parsed));
+    }
     absl::MutexLock lock(&mu_);
     handling_ = false;
     MaybeReadLocked();
@@ -116,16 +121,6 @@ void StreamReactor::OnReadDone(bool ok) {
   MaybeReadLocked();
 }
 
-absl::Status StreamReactor::TakeDeferred() {
-  absl::MutexLock lock(&mu_);
-  return std::exchange(deferred_, absl::OkStatus());
-}
-
-void StreamReactor::Defer(const absl::Status& status) {
-  absl::MutexLock lock(&mu_);
-  if (deferred_.ok()) deferred_ = status;
-}
-
 bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
   const uint64_t token = request.token();
   if (request.op_case() == hrx::v1::StreamRequest::kOpen) {
@@ -135,7 +130,7 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
                                "as the first message.")));
       return true;
     }
-    auto opened = core_.CreateStream(session_);
+    auto opened = core_.commands().CreateStream(session_);
     Reply reply = NewReply(token, opened.status());
     if (opened.ok()) {
       stream_ = opened->handle;
@@ -156,7 +151,8 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
       auto commands = caller_->Commands(request.batch().commands());
       const bool ack = request.batch().ack();
       if (!commands.ok()) {
-        Defer(commands.status());
+        // Reported at the stream's next sync point, like any refused batch.
+        core_.commands().DeferRefusal(session_, stream_, commands.status());
         if (ack) Send(NewReply(token));
         return true;
       }
@@ -166,10 +162,13 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
         absl::MutexLock lock(&mu_);
         ++outstanding_;
       }
-      core_.Submit(session_, stream_, *std::move(commands),
+      core_.commands().Submit(session_, stream_, *std::move(commands),
                    SubmitErrors::kDefer,
                    [this, token, ack](absl::StatusOr<size_t> enqueued) {
-                     if (!enqueued.ok()) Defer(enqueued.status());
+                     if (!enqueued.ok()) {
+                       core_.commands().DeferRefusal(session_, stream_,
+                                                     enqueued.status());
+                     }
                      if (ack) {
                        Reply reply = NewReply(token);
                        reply->set_enqueued(enqueued.ok() ? *enqueued : 0);
@@ -184,21 +183,13 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
       return false;  // the callback reads on (it may already have)
     }
     case hrx::v1::StreamRequest::kSync: {
-      if (absl::Status deferred = TakeDeferred(); !deferred.ok()) {
-        Send(NewReply(token, deferred));
-        return true;
-      }
       Begin();
-      core_.Synchronize(session_, stream_, [this, token](absl::Status status) {
+      core_.commands().Synchronize(session_, stream_, [this, token](absl::Status status) {
         Complete(NewReply(token, status));
       });
       return true;
     }
     case hrx::v1::StreamRequest::kRead: {
-      if (absl::Status deferred = TakeDeferred(); !deferred.ok()) {
-        Send(NewReply(token, deferred));
-        return true;
-      }
       auto src = caller_->View(request.read(), "read src");
       if (!src.ok()) {
         Send(NewReply(token, src.status()));
@@ -206,7 +197,7 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
       }
       // The tenant's reply_bytes ceiling holds until the client has taken
       // the reply: many calls that never read cannot add up without bound.
-      auto hold = core_.ReserveReplyBytes(session_, src->length);
+      auto hold = core_.commands().ReserveReplyBytes(session_, src->length);
       if (!hold.ok()) {
         Send(NewReply(token, hold.status()));
         return true;
@@ -214,7 +205,7 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
       Reply reply = NewReply(token);
       const uint64_t owed = std::min(src->length, kMaxInlineReadBytes);
       Begin(owed);
-      core_.Read(session_, stream_, *src, reply->mutable_data(),
+      core_.commands().Read(session_, stream_, *src, reply->mutable_data(),
                  [this, reply, owed, hold = *std::move(hold)](
                      absl::Status status) {
                    if (!status.ok()) {
@@ -226,10 +217,6 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
       return true;
     }
     case hrx::v1::StreamRequest::kLaunchProfiled: {
-      if (absl::Status deferred = TakeDeferred(); !deferred.ok()) {
-        Send(NewReply(token, deferred));
-        return true;
-      }
       auto exec = caller_->Object(request.launch_profiled().exec(),
                                   shared::HandleKind::kGraphExec,
                                   "launch profiled");
@@ -238,7 +225,7 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
         return true;
       }
       Begin();
-      core_.LaunchProfiled(
+      core_.graphs().LaunchProfiled(
           session_, stream_, *exec,
           [this, token](absl::StatusOr<std::vector<NodeTime>> profile) {
             Reply reply = NewReply(token, profile.status());
@@ -255,11 +242,7 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
       return true;
     }
     case hrx::v1::StreamRequest::kPoll: {
-      if (absl::Status deferred = TakeDeferred(); !deferred.ok()) {
-        Send(NewReply(token, deferred));
-        return true;
-      }
-      auto complete = core_.Poll(session_, stream_);
+      auto complete = core_.commands().Poll(session_, stream_);
       Reply reply = NewReply(token, complete.status());
       if (complete.ok()) reply->set_complete(*complete);
       Send(std::move(reply));

@@ -1,6 +1,7 @@
 // The server side of Streams.Open: one ordered command stream per client
 // stream. Requests are handled in arrival order; batches are enqueued with
-// refusals deferred to the next sync point; sync and read replies are sent
+// refusals deferred to the next sync point (the core keeps them, in
+// order, on the stream: stream_gate.h); sync and read replies are sent
 // when the device finishes. The call's end (or cancellation, when the client
 // dies) destroys the stream after draining it.
 //
@@ -70,8 +71,6 @@ class StreamReactor final
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A refusal for the next sync point, kept here when it arose before core
   // saw the batch (a decode error, a budget refusal).
-  absl::Status TakeDeferred();
-  void Defer(const absl::Status& status);
 
   Core& core_;
   std::optional<Caller> caller_;
@@ -86,7 +85,6 @@ class StreamReactor final
   };
 
   absl::Mutex mu_;
-  absl::Status deferred_ ABSL_GUARDED_BY(mu_);
   std::deque<Outgoing> writes_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // core operations in flight

@@ -130,8 +130,7 @@ int main() {
       auto node_dispatch = std::make_shared<DispatchArgs>(*dispatch);
       node_dispatch->bindings = {{node_buffers.back(), 0, kSmallFloats * 4}};
       GraphNode node;
-      node.op = GraphNode::Op::kDispatch;
-      node.dispatch = node_dispatch;
+      node.op = hrx::backend::DispatchRef(node_dispatch);
       plan->nodes.push_back(node);
     }
     local_graph = Best(5, [&] {

@@ -11,6 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "daemon/backend/cpu/cpu_kernel.h"
 #include "daemon/backend/cpu/cpu_memory.h"
+#include "shared/overloaded.h"
 #include "shared/refusal.h"
 
 namespace hrx::backend {
@@ -198,20 +199,24 @@ absl::StatusOr<Fence> CpuQueue::EnqueueDispatch(DispatchRef dispatch) {
 }
 
 absl::Status CpuQueue::RunNode(const GraphNode& node) {
-  switch (node.op) {
-    case GraphNode::Op::kFill:
-      std::memset(Bytes(node.dst) + node.dst_offset, node.value, node.length);
-      return absl::OkStatus();
-    case GraphNode::Op::kCopy:
-      std::memmove(Bytes(node.dst) + node.dst_offset,
-                   Bytes(node.src) + node.src_offset, node.length);
-      return absl::OkStatus();
-    case GraphNode::Op::kDispatch:
-      return RunDispatch(*node.dispatch);
-    case GraphNode::Op::kJoin:
-      return absl::OkStatus();
-  }
-  return absl::OkStatus();
+  return std::visit(
+      Overloaded{
+          [](const FillOp& fill) {
+            std::memset(Bytes(fill.dst) + fill.offset, fill.value,
+                        fill.length);
+            return absl::OkStatus();
+          },
+          [](const CopyOp& copy) {
+            std::memmove(Bytes(copy.dst) + copy.dst_offset,
+                         Bytes(copy.src) + copy.src_offset, copy.length);
+            return absl::OkStatus();
+          },
+          [this](const DispatchRef& dispatch) {
+            return RunDispatch(*dispatch);
+          },
+          [](const JoinOp&) { return absl::OkStatus(); },
+      },
+      node.op);
 }
 
 absl::StatusOr<Fence> CpuQueue::EnqueueGraph(

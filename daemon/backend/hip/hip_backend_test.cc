@@ -218,25 +218,11 @@ TEST_F(HipBackendTest, GraphsReplayAndProfiledReplaysTimeEachNode) {
   dispatch->constants.append(reinterpret_cast<const char*>(&one), 4);
   dispatch->bindings.push_back({data, 0, 1024 * 4});
   auto plan = std::make_shared<GraphPlan>();
-  GraphNode fill;
-  fill.op = GraphNode::Op::kFill;
-  fill.dst = data;
-  fill.length = 1024 * 4;
-  plan->nodes.push_back(fill);
+  plan->nodes.push_back({FillOp{data, 0, 1024 * 4, 0}, {}});
   for (uint32_t i = 0; i < 3; ++i) {
-    GraphNode add;
-    add.op = GraphNode::Op::kDispatch;
-    add.dispatch = dispatch;
-    add.after = {i};
-    plan->nodes.push_back(add);
+    plan->nodes.push_back({DispatchRef(dispatch), {i}});
   }
-  GraphNode out;
-  out.op = GraphNode::Op::kCopy;
-  out.dst = copy;
-  out.src = data;
-  out.length = 1024 * 4;
-  out.after = {3};
-  plan->nodes.push_back(out);
+  plan->nodes.push_back({CopyOp{copy, 0, data, 0, 1024 * 4}, {3}});
   auto queue = *backend_->CreateQueue();
   ASSERT_THAT(queue->EnqueueGraph(plan, nullptr).status(), IsOk());
   ASSERT_THAT(queue->EnqueueGraph(plan, nullptr).status(), IsOk());

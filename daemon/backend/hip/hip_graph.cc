@@ -7,6 +7,8 @@
 #include "daemon/backend/hip/hip_memory.h"
 #include "daemon/backend/hip/hip_status.h"
 
+#include "shared/overloaded.h"
+
 namespace hrx::backend {
 namespace {
 
@@ -20,53 +22,59 @@ dim3 Dim(const std::array<uint32_t, 3>& size) {
   return dim3(size[0], size[1], size[2]);
 }
 
+absl::Status AddEmptyNode(hipGraph_t graph,
+                          const std::vector<hipGraphNode_t>& deps,
+                          hipGraphNode_t* added) {
+  return HipStatus(hipGraphAddEmptyNode(added, graph, deps.data(), deps.size()),
+                   "build a graph", "hipGraphAddEmptyNode", kHealthFix);
+}
+
 absl::Status AddNode(hipGraph_t graph, const GraphNode& node,
                      const std::vector<hipGraphNode_t>& deps,
                      hipGraphNode_t* added) {
-  const bool empty = node.op == GraphNode::Op::kJoin ||
-                     (node.op != GraphNode::Op::kDispatch && node.length == 0);
-  if (empty) {
-    return HipStatus(hipGraphAddEmptyNode(added, graph, deps.data(), deps.size()),
-                     "build a graph", "hipGraphAddEmptyNode", kHealthFix);
-  }
-  switch (node.op) {
-    case GraphNode::Op::kFill: {
-      hipMemsetParams params{};
-      params.dst = DeviceAddress(*node.dst, node.dst_offset);
-      params.elementSize = 1;
-      params.width = node.length;
-      params.height = 1;
-      params.value = node.value;
-      return HipStatus(hipGraphAddMemsetNode(added, graph, deps.data(),
-                                             deps.size(), &params),
-                       "build a graph", "hipGraphAddMemsetNode", kHealthFix);
-    }
-    case GraphNode::Op::kCopy:
-      return HipStatus(
-          hipGraphAddMemcpyNode1D(added, graph, deps.data(), deps.size(),
-                                  DeviceAddress(*node.dst, node.dst_offset),
-                                  DeviceAddress(*node.src, node.src_offset),
-                                  node.length, hipMemcpyDefault),
-          "build a graph", "hipGraphAddMemcpyNode1D", kHealthFix);
-    case GraphNode::Op::kDispatch: {
-      const DispatchArgs& dispatch = *node.dispatch;
-      const HipKernel& kernel = KernelOf(dispatch);
-      PackedParams packed = kernel.Pack(dispatch);
-      hipKernelNodeParams params{};
-      params.func = reinterpret_cast<void*>(kernel.function());
-      params.gridDim = Dim(dispatch.grid);
-      params.blockDim = Dim(dispatch.block);
-      params.kernelParams = packed.pointers.data();
-      // The runtime copies the parameters into the node.
-      return HipStatus(hipGraphAddKernelNode(added, graph, deps.data(),
-                                             deps.size(), &params),
-                       absl::StrCat("build a graph node for ", kernel.entry()),
-                       "hipGraphAddKernelNode", kHealthFix);
-    }
-    case GraphNode::Op::kJoin:
-      break;
-  }
-  return absl::OkStatus();
+  return std::visit(
+      Overloaded{
+          [&](const FillOp& fill) {
+            if (fill.length == 0) return AddEmptyNode(graph, deps, added);
+            hipMemsetParams params{};
+            params.dst = DeviceAddress(*fill.dst, fill.offset);
+            params.elementSize = 1;
+            params.width = fill.length;
+            params.height = 1;
+            params.value = fill.value;
+            return HipStatus(hipGraphAddMemsetNode(added, graph, deps.data(),
+                                                   deps.size(), &params),
+                             "build a graph", "hipGraphAddMemsetNode",
+                             kHealthFix);
+          },
+          [&](const CopyOp& copy) {
+            if (copy.length == 0) return AddEmptyNode(graph, deps, added);
+            return HipStatus(
+                hipGraphAddMemcpyNode1D(
+                    added, graph, deps.data(), deps.size(),
+                    DeviceAddress(*copy.dst, copy.dst_offset),
+                    DeviceAddress(*copy.src, copy.src_offset), copy.length,
+                    hipMemcpyDefault),
+                "build a graph", "hipGraphAddMemcpyNode1D", kHealthFix);
+          },
+          [&](const DispatchRef& dispatch) {
+            const HipKernel& kernel = KernelOf(*dispatch);
+            PackedParams packed = kernel.Pack(*dispatch);
+            hipKernelNodeParams params{};
+            params.func = reinterpret_cast<void*>(kernel.function());
+            params.gridDim = Dim(dispatch->grid);
+            params.blockDim = Dim(dispatch->block);
+            params.kernelParams = packed.pointers.data();
+            // The runtime copies the parameters into the node.
+            return HipStatus(
+                hipGraphAddKernelNode(added, graph, deps.data(), deps.size(),
+                                      &params),
+                absl::StrCat("build a graph node for ", kernel.entry()),
+                "hipGraphAddKernelNode", kHealthFix);
+          },
+          [&](const JoinOp&) { return AddEmptyNode(graph, deps, added); },
+      },
+      node.op);
 }
 
 }  // namespace
@@ -108,19 +116,22 @@ absl::Status IssueDispatch(const DispatchArgs& dispatch, hipStream_t stream) {
 }
 
 absl::Status IssueNode(const GraphNode& node, hipStream_t stream) {
-  switch (node.op) {
-    case GraphNode::Op::kJoin:
-      return absl::OkStatus();
-    case GraphNode::Op::kDispatch:
-      return IssueDispatch(*node.dispatch, stream);
-    case GraphNode::Op::kFill:
-      return IssueFill(*node.dst, node.dst_offset, node.length, node.value,
-                       stream);
-    case GraphNode::Op::kCopy:
-      return IssueCopy(*node.dst, node.dst_offset, *node.src, node.src_offset,
-                       node.length, stream);
-  }
-  return absl::OkStatus();
+  return std::visit(
+      Overloaded{
+          [&](const FillOp& fill) {
+            return IssueFill(*fill.dst, fill.offset, fill.length, fill.value,
+                             stream);
+          },
+          [&](const CopyOp& copy) {
+            return IssueCopy(*copy.dst, copy.dst_offset, *copy.src,
+                             copy.src_offset, copy.length, stream);
+          },
+          [&](const DispatchRef& dispatch) {
+            return IssueDispatch(*dispatch, stream);
+          },
+          [](const JoinOp&) { return absl::OkStatus(); },
+      },
+      node.op);
 }
 
 absl::Status IssueFill(const Memory& dst, uint64_t offset, uint64_t length,

@@ -357,8 +357,9 @@ absl::Status HipQueue::DescribeFault(hipError_t error,
     std::vector<std::string> kernels;
     const auto& plan = *static_cast<const GraphPlan*>(entry.keep[0].get());
     for (const GraphNode& node : plan.nodes) {
-      if (node.op != GraphNode::Op::kDispatch) continue;
-      const std::string& name = node.dispatch->kernel->entry();
+      const auto* dispatch = std::get_if<DispatchRef>(&node.op);
+      if (dispatch == nullptr) continue;
+      const std::string& name = (*dispatch)->kernel->entry();
       if (std::find(kernels.begin(), kernels.end(), name) == kernels.end()) {
         kernels.push_back(name);
       }

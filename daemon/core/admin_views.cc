@@ -1,0 +1,169 @@
+#include "daemon/core/admin_views.h"
+
+#include <memory>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_format.h"
+#include "shared/quote.h"
+#include "shared/refusal.h"
+#include "shared/status_macros.h"
+
+namespace hrx::daemon {
+
+absl::Status AdminViews::RequireRole(const PeerIdentity& caller,
+                                     Role role) const {
+  std::shared_ptr<Tenant> tenant = sessions_.tenants().Resolve(caller);
+  const Role has = tenant != nullptr ? tenant->role() : Role::kClient;
+  const bool allowed = has == Role::kAdmin ||
+                       (role == Role::kObserver && has == Role::kObserver);
+  if (allowed) return absl::OkStatus();
+  return Refusal(
+      Reason::kRoleRequired,
+      absl::StrFormat("uid %u (tenant \"%s\") has role %s; this needs %s. "
+                      "Fix: run it as a uid of a tenant with that role in "
+                      "the config.",
+                      caller.uid, tenant != nullptr ? tenant->name() : "none",
+                      std::string(RoleName(has)), std::string(RoleName(role))));
+}
+
+absl::Status AdminViews::RequireKnownCaller(const PeerIdentity& caller) const {
+  if (sessions_.tenants().Resolve(caller) != nullptr) return absl::OkStatus();
+  return Refusal(Reason::kUnknownCertificate,absl::StrFormat(
+      "no tenant lists certificate subject \"%s\". Fix: "
+      "add it to a tenant's certificate_subjects.",
+      caller.certificate_subject));
+}
+
+DeviceInfo AdminViews::device_info() const {
+  const backend::DeviceProperties& properties = backend_.properties();
+  return DeviceInfo{properties.backend, properties.name, properties.target,
+                    properties.memory_bytes, queues_.capacity()};
+}
+
+CoreStatus AdminViews::status() const {
+  CoreStatus status;
+  status.device = device_info();
+  status.uptime_seconds = static_cast<uint64_t>(
+      absl::ToInt64Seconds(sessions_.clock().Now() - started_));
+  status.bytes_in_use = backend_.bytes_in_use();
+  status.queues_created = queues_.created();
+  const std::vector<SessionTable::Entry> sessions = sessions_.Select();
+  status.sessions = sessions.size();
+  for (const auto& [handle, session] : sessions) {
+    absl::MutexLock lock(&session->mu);
+    status.buffers += session->buffers.size();
+    status.streams += session->streams.size();
+    status.kernels += session->kernels.size();
+    status.events += session->events.size();
+    status.commands_submitted += session->commands_submitted;
+    status.allocation_pool += session->allocation_pool.stats();
+    status.staging_pool += session->staging_pool.stats();
+    session->streams.ForEach([&](const std::shared_ptr<StreamEntry>& stream) {
+      status.dispatch_cache += stream->dispatch_cache.stats();
+      status.transfer_cache += stream->transfer_cache.stats();
+      status.upload_staging += stream->staging.stats();
+      status.suspended_streams += stream->suspended ? 1 : 0;
+      status.parked_operations += stream->parked.size();
+    });
+  }
+  return status;
+}
+
+std::vector<TenantUsage> AdminViews::ListTenants() const {
+  std::vector<TenantUsage> list;
+  absl::flat_hash_map<const Tenant*, uint64_t> sessions;
+  for (const auto& [handle, session] : sessions_.Select()) {
+    ++sessions[session->tenant.get()];
+  }
+  for (const std::shared_ptr<Tenant>& tenant : sessions_.tenants().All()) {
+    TenantUsage usage;
+    usage.name = tenant->name();
+    usage.role = tenant->role();
+    usage.limits = tenant->limits();
+    usage.usage = tenant->usage();
+    usage.sessions = sessions[tenant.get()];
+    usage.load_kernels = tenant->load_kernels();
+    const Sharing::Retired detached = sharing_.RetiredExports(tenant->name());
+    usage.detached_exports = detached.count;
+    usage.detached_export_bytes = detached.bytes;
+    list.push_back(std::move(usage));
+  }
+  return list;
+}
+
+std::vector<SessionSummary> AdminViews::ListSessions(const std::string& tenant) const {
+  const std::vector<SessionTable::Entry> sessions =
+      sessions_.Select([&](uint64_t, const Session& s) {
+        return tenant.empty() || s.tenant->name() == tenant;
+      });
+  std::vector<SessionSummary> list;
+  for (const auto& [handle, session] : sessions) {
+    SessionSummary summary;
+    summary.id = handle;
+    summary.tenant = session->tenant->name();
+    summary.client_name = session->client_name;
+    summary.uid = session->identity.uid;
+    summary.pid = static_cast<uint32_t>(session->identity.pid);
+    absl::MutexLock lock(&session->mu);
+    summary.buffers = session->buffers.size();
+    summary.streams = session->streams.size();
+    summary.kernels = session->kernels.size();
+    session->buffers.ForEach([&](const BufferEntry& buffer) {
+      summary.buffer_bytes += buffer.memory->size();
+    });
+    list.push_back(std::move(summary));
+  }
+  return list;
+}
+
+std::vector<BufferSummary> AdminViews::ListBuffers(const std::string& tenant,
+                                             uint64_t session) const {
+  const std::vector<SessionTable::Entry> sessions =
+      sessions_.Select([&](uint64_t handle, const Session& s) {
+        return (tenant.empty() || s.tenant->name() == tenant) &&
+               (session == 0 || session == handle);
+      });
+  std::vector<BufferSummary> list;
+  for (const auto& [handle, owner] : sessions) {
+    absl::MutexLock lock(&owner->mu);
+    owner->buffers.ForEachHandle(
+        [&](uint64_t buffer, const BufferEntry& entry) {
+          list.push_back(BufferSummary{
+              handle, owner->tenant->name(), buffer, entry.memory->size(),
+              entry.memory->id(),
+              entry.memory->kind() == backend::MemoryKind::kHostCoherent});
+        });
+  }
+  return list;
+}
+
+absl::Status AdminViews::SetBudget(const std::string& tenant, const Limits& limits) {
+  std::shared_ptr<Tenant> found = sessions_.tenants().Find(tenant);
+  if (found == nullptr) {
+    return Refusal(Reason::kUnknownTenant,absl::StrFormat(
+        "set budget: there is no tenant %s. Fix: use a "
+        "name from hrxctl tenants.",
+        shared::QuoteForMessage(tenant)));
+  }
+  found->SetLimits(limits);
+  return absl::OkStatus();
+}
+
+absl::Status AdminViews::SetQueueCount(uint64_t session, uint32_t count) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
+  if (owner->tenant->role() != Role::kAdmin) {
+    return Refusal(Reason::kRoleRequired,absl::StrFormat(
+        "set queue count: the pool is shared by every tenant, "
+        "and tenant \"%s\" is not an admin. Fix: ask an admin, or start hrxd "
+        "with --queue_count.",
+        owner->tenant->name()));
+  }
+  return queues_.SetCapacity(count);
+}
+
+void AdminViews::ReloadTenants(TenantRegistry&& fresh) {
+  sessions_.tenants().Reload(std::move(fresh));
+}
+
+}  // namespace hrx::daemon

@@ -1,0 +1,74 @@
+// What operators see and change: the device, the daemon's status, tenants
+// with their budgets and use, sessions and buffers; budgets, tenant reloads
+// and the queue pool's size. Callers are checked by identity (RequireRole)
+// before the server calls the rest.
+//
+// Contract: every view is a snapshot; nothing here changes a session.
+//
+// Locking: reads the session table, then each session under its own lock,
+// one at a time.
+//
+// Thread-safe.
+#ifndef HRX_DAEMON_CORE_ADMIN_VIEWS_H_
+#define HRX_DAEMON_CORE_ADMIN_VIEWS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "daemon/backend/backend.h"
+#include "daemon/core/identity.h"
+#include "daemon/core/queue_pool.h"
+#include "daemon/core/session_table.h"
+#include "daemon/core/sharing.h"
+#include "daemon/core/tenants.h"
+#include "daemon/core/types.h"
+
+namespace hrx::daemon {
+
+class AdminViews {
+ public:
+  AdminViews(const backend::Backend& backend, SessionTable& sessions,
+             Sharing& sharing, QueuePool& queues)
+      : backend_(backend),
+        sessions_(sessions),
+        sharing_(sharing),
+        queues_(queues),
+        started_(sessions.clock().Now()) {}
+
+  // PERMISSION_DENIED "role_required" unless `caller`'s tenant has at least
+  // `role` (observer < admin; clients may not inspect other tenants).
+  absl::Status RequireRole(const PeerIdentity& caller, Role role) const;
+  // Local callers may always read the daemon's status; a remote caller must
+  // be a certificate some tenant lists (PERMISSION_DENIED
+  // "unknown_certificate" otherwise).
+  absl::Status RequireKnownCaller(const PeerIdentity& caller) const;
+
+  DeviceInfo device_info() const;
+  CoreStatus status() const;
+  std::vector<TenantUsage> ListTenants() const;
+  // Open sessions, of one tenant or all ("").
+  std::vector<SessionSummary> ListSessions(const std::string& tenant) const;
+  // Live buffers, optionally of one tenant and/or one session (0: all).
+  std::vector<BufferSummary> ListBuffers(const std::string& tenant,
+                                         uint64_t session) const;
+
+  absl::Status SetBudget(const std::string& tenant, const Limits& limits);
+  // Takes a newly read config's tenants (see TenantRegistry::Reload).
+  void ReloadTenants(TenantRegistry&& fresh);
+  // See QueuePool::SetCapacity. Sessions of admin tenants only.
+  absl::Status SetQueueCount(uint64_t session, uint32_t count);
+
+ private:
+  const backend::Backend& backend_;
+  SessionTable& sessions_;
+  Sharing& sharing_;
+  QueuePool& queues_;
+  const absl::Time started_;
+};
+
+}  // namespace hrx::daemon
+
+#endif  // HRX_DAEMON_CORE_ADMIN_VIEWS_H_

@@ -1,0 +1,119 @@
+#include "daemon/core/buffers.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "shared/bytes.h"
+#include "shared/status_macros.h"
+
+namespace hrx::daemon {
+namespace {
+
+using backend::MemoryRef;
+
+backend::MemoryKind MemoryKindOf(AllocationKind kind) {
+  return kind == AllocationKind::kShared ? backend::MemoryKind::kHostCoherent
+                                         : backend::MemoryKind::kDevice;
+}
+
+}  // namespace
+
+absl::StatusOr<BufferInfo> Buffers::Allocate(uint64_t session, uint64_t bytes,
+                                          AllocationKind kind,
+                                          uint64_t stream) {
+  bytes = std::max<uint64_t>(bytes, 1);
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
+  HRX_RETURN_IF_ERROR(RequireWriter(*owner, "allocate"));
+  const Resource resource = kind == AllocationKind::kShared
+                                ? Resource::kSharedBytes
+                                : Resource::kDeviceBytes;
+  // Each live handle counts (on the CPU backend each also holds a
+  // descriptor), whatever its size.
+  HRX_ASSIGN_OR_RETURN(
+      ChargeRef handle_charge,
+      owner->tenant->Reserve(Resource::kBuffers, 1, "allocate", owner->Who()));
+  // The reservation rides on the memory itself (below), so it is released
+  // only when the last holder — the buffer table, a pool, or a queued
+  // command — lets go.
+  HRX_ASSIGN_OR_RETURN(
+      ChargeRef charge,
+      owner->tenant->Reserve(resource, bytes,
+                             absl::StrFormat("allocate %s",
+                                             shared::FormatBytes(bytes)),
+                             owner->Who()));
+  uint64_t origin = 0;
+  MemoryRef memory;
+  {
+    absl::MutexLock lock(&owner->mu);
+    if (stream != 0) {
+      HRX_ASSIGN_OR_RETURN(std::shared_ptr<StreamEntry> * entry,
+                           owner->streams.Find(stream, "allocate stream"));
+      origin = (*entry)->id;
+    }
+    // Only plain device memory is pooled: its contents are unspecified
+    // anyway, and the pool is this session's own.
+    if (kind == AllocationKind::kDevice) {
+      memory = owner->allocation_pool.Take(bytes);
+    }
+  }
+  if (memory == nullptr) {
+    auto fresh = backend_.Allocate(bytes, MemoryKindOf(kind),
+                                    kind == AllocationKind::kZeroed);
+    if (!fresh.ok() &&
+        fresh.status().code() == absl::StatusCode::kResourceExhausted) {
+      // Memory parked in this session's pools is given back before refusing.
+      {
+        absl::MutexLock lock(&owner->mu);
+        owner->allocation_pool = AllocationPool();
+        owner->staging_pool = StagingPool();
+      }
+      fresh = backend_.Allocate(bytes, MemoryKindOf(kind),
+                                 kind == AllocationKind::kZeroed);
+    }
+    if (!fresh.ok()) return fresh.status();
+    MemoryRef raw = *std::move(fresh);
+    backend::Memory* address = raw.get();
+    memory = MemoryRef(address, [raw = std::move(raw), charge](
+                                    backend::Memory*) mutable {
+      raw.reset();  // the memory first, then its reservation
+      charge.reset();
+    });
+  }
+  const uint64_t allocation_id = memory->id();
+  absl::MutexLock lock(&owner->mu);
+  const uint64_t handle = owner->buffers.Insert(
+      BufferEntry{std::move(memory), origin, std::move(handle_charge)});
+  return BufferInfo{handle, bytes, allocation_id};
+}
+
+absl::Status Buffers::Free(uint64_t session, uint64_t buffer) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
+  const backend::Memory* memory = nullptr;
+  {
+    absl::MutexLock lock(&owner->mu);
+    HRX_ASSIGN_OR_RETURN(BufferEntry * entry,
+                         owner->buffers.Find(buffer, "free buffer"));
+    memory = entry->memory.get();
+  }
+  // Grants go first (Sharing's lock is never taken under a session's), so
+  // no importer can reach memory on its way to the pool.
+  sharing_.RevokeGrantsOf(session, memory);
+  absl::MutexLock lock(&owner->mu);
+  HRX_ASSIGN_OR_RETURN(BufferEntry entry,
+                       owner->buffers.Remove(buffer, "free buffer"));
+  const uint64_t id = entry.memory->id();
+  owner->streams.ForEach([id](const std::shared_ptr<StreamEntry>& stream) {
+    stream->dispatch_cache.EvictMemory(id);
+    stream->transfer_cache.EvictMemory(id);
+  });
+  // Budget-charged memory is never pooled: a tenant with a device budget
+  // gets its bytes back once the last queued use completes.
+  if (entry.memory->kind() == backend::MemoryKind::kDevice &&
+      owner->tenant->Unlimited(Resource::kDeviceBytes)) {
+    owner->allocation_pool.Give(std::move(entry.memory));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace hrx::daemon

@@ -1,0 +1,46 @@
+// Kernels: code a permitted tenant loads, checked against the signature it
+// declares, and unloaded with the cached launches that use it.
+//
+// Contract: nothing of a tenant's code is mapped unless the tenant has
+// load_kernels; a kernel stays alive while queued launches use it.
+//
+// Locking: takes a Session::mu for table updates; loads without holding it.
+//
+// Thread-safe.
+#ifndef HRX_DAEMON_CORE_KERNELS_H_
+#define HRX_DAEMON_CORE_KERNELS_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "daemon/backend/backend.h"
+#include "daemon/core/session_table.h"
+#include "daemon/core/types.h"
+
+namespace hrx::daemon {
+
+class Kernels {
+ public:
+  Kernels(backend::Backend& backend, SessionTable& sessions)
+      : backend_(backend), sessions_(sessions) {}
+
+  // Loads `entry` from `code` and learns its signature. When `declared` is
+  // set, it must match what the module declares ("signature_mismatch").
+  // PERMISSION_DENIED "kernel_loading_not_allowed" for a tenant without
+  // load_kernels, before a byte is mapped.
+  absl::StatusOr<KernelInfo> Load(
+      uint64_t session, std::string_view code, const std::string& entry,
+      const backend::KernelSignature* declared = nullptr);
+  absl::Status Unload(uint64_t session, uint64_t kernel);
+
+ private:
+  backend::Backend& backend_;
+  SessionTable& sessions_;
+};
+
+}  // namespace hrx::daemon
+
+#endif  // HRX_DAEMON_CORE_KERNELS_H_
