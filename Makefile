@@ -1,5 +1,5 @@
 # The two commands of the quick start. Both install what is missing first.
-.PHONY: run test setup build
+.PHONY: run test setup build format
 
 # Extra hrxd flags for `make run`, e.g. make run ARGS=--log-level=debug
 ARGS ?=
@@ -15,3 +15,7 @@ run: build
 
 test: setup
 	@tools/run_tests.sh
+
+# Rewrites C++ sources as .clang-format says (make test checks it).
+format: setup
+	@tools/checks/format_check.sh --fix

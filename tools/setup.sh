@@ -8,6 +8,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libsystemd-dev python3 make g++ openssl systemd
+  clang-format  # the format check (tools/checks/format_check.sh)
   libamdhip64-dev  # the HIP backend's AMD build variant
 )
 
