@@ -24,15 +24,35 @@ uint64_t NextGraphId() {
 
 }  // namespace
 
-Graph::Graph(Stream& stream, uint64_t id)
-    : stream_(&stream),
+Graph::Graph(std::weak_ptr<client::internal::StreamState> stream, uint64_t id)
+    : stream_(std::move(stream)),
       id_(id),
       request_(std::make_unique<hrx::v1::CreateGraphExecRequest>()) {}
 Graph::Graph(Graph&&) noexcept = default;
 Graph& Graph::operator=(Graph&&) noexcept = default;
 Graph::~Graph() = default;
 
-size_t Graph::size() const { return request_->nodes_size(); }
+size_t Graph::size() const {
+  return request_ == nullptr ? 0 : request_->nodes_size();
+}
+
+absl::StatusOr<std::shared_ptr<client::internal::StreamState>>
+Graph::LockStream(const char* what) const {
+  if (request_ == nullptr) {
+    return Refusal(Reason::kMovedGraph, absl::StrFormat(
+        "%s: this Graph was moved from. Fix: use the one it was moved to.",
+        what));
+  }
+  std::shared_ptr<client::internal::StreamState> state = stream_.lock();
+  if (state == nullptr) {
+    return Refusal(Reason::kStreamDestroyed, absl::StrFormat(
+        "%s: graph %u was begun on a stream that has since been destroyed. "
+        "Fix: keep that Stream, or the Stream it was moved to, alive until "
+        "the graph is finished, or record the graph on a live stream.",
+        what, id_));
+  }
+  return state;
+}
 
 absl::StatusOr<Node> Graph::Record(std::span<const Node> after,
                                    hrx::v1::GraphNode node) {
@@ -60,7 +80,9 @@ absl::StatusOr<Node> Graph::Record(std::span<const Node> after,
 
 absl::StatusOr<Node> Graph::Fill(std::span<const Node> after, const View& dst,
                                  uint8_t value) {
-  HRX_RETURN_IF_ERROR(stream_->CheckOwned(dst, "graph fill dst"));
+  HRX_ASSIGN_OR_RETURN(auto state, LockStream("record fill"));
+  HRX_RETURN_IF_ERROR(Stream::CheckOwned(state->connection().brand(), dst,
+                                         "graph fill dst"));
   if (dst.empty()) {
     return Refusal(Reason::kBadGraphNode, "record fill: the view is empty. Fix: record fills of "
         "at least one byte.");
@@ -73,8 +95,10 @@ absl::StatusOr<Node> Graph::Fill(std::span<const Node> after, const View& dst,
 
 absl::StatusOr<Node> Graph::Copy(std::span<const Node> after, const View& dst,
                                  const View& src) {
-  HRX_RETURN_IF_ERROR(stream_->CheckOwned(dst, "graph copy dst"));
-  HRX_RETURN_IF_ERROR(stream_->CheckOwned(src, "graph copy src"));
+  HRX_ASSIGN_OR_RETURN(auto state, LockStream("record copy"));
+  const uint64_t brand = state->connection().brand();
+  HRX_RETURN_IF_ERROR(Stream::CheckOwned(brand, dst, "graph copy dst"));
+  HRX_RETURN_IF_ERROR(Stream::CheckOwned(brand, src, "graph copy src"));
   if (dst.empty() || dst.length() != src.length()) {
     return Refusal(Reason::kBadGraphNode,absl::StrFormat(
         "record copy: the views are %u and %u bytes. Fix: "
@@ -98,13 +122,18 @@ absl::StatusOr<Node> Graph::Dispatch(std::span<const Node> after,
                                      std::array<uint32_t, 3> block,
                                      const Constants& constants,
                                      std::span<const View> bindings) {
+  HRX_ASSIGN_OR_RETURN(auto state, LockStream("record dispatch"));
   hrx::v1::GraphNode node;
-  HRX_RETURN_IF_ERROR(stream_->EncodeDispatch(kernel, grid, block, constants,
-                                              bindings, node.mutable_dispatch()));
+  HRX_RETURN_IF_ERROR(Stream::EncodeDispatch(
+      state->connection().brand(), kernel, grid, block, constants, bindings,
+      node.mutable_dispatch()));
   return Record(after, std::move(node));
 }
 
 absl::StatusOr<Node> Graph::Join(std::span<const Node> after) {
+  // Joins touch no stream, but a graph that can never be finished should
+  // say so at once rather than at Finish.
+  HRX_RETURN_IF_ERROR(LockStream("record join").status());
   hrx::v1::GraphNode node;
   node.mutable_join();
   return Record(after, std::move(node));
@@ -114,6 +143,7 @@ absl::StatusOr<GraphExec> Graph::Finish() { return FinishWith(false, {}); }
 
 absl::StatusOr<GraphExec> Graph::FinishProfiled(
     std::span<const std::string> labels) {
+  HRX_RETURN_IF_ERROR(LockStream("finish profiled graph").status());
   if (labels.size() != runnable_) {
     return Refusal(Reason::kLabelMismatch,absl::StrFormat(
         "finish profiled graph: %u labels for %u non-join "
@@ -125,9 +155,11 @@ absl::StatusOr<GraphExec> Graph::FinishProfiled(
 
 absl::StatusOr<GraphExec> Graph::FinishWith(
     bool profiled, std::span<const std::string> labels) {
-  client::internal::StreamState& state = *stream_->state_;
-  client::internal::Connection& connection = state.connection();
-  client::internal::ToProto(state.handle(), request_->mutable_stream());
+  // Held through CreateExec, so the stream outlives the call that names it.
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<client::internal::StreamState> state,
+                       LockStream("finish graph"));
+  client::internal::Connection& connection = state->connection();
+  client::internal::ToProto(state->handle(), request_->mutable_stream());
   request_->set_profiled(profiled);
   for (const std::string& label : labels) request_->add_labels(label);
   // Commands already issued on any stream go first, so the buffers and
@@ -137,15 +169,15 @@ absl::StatusOr<GraphExec> Graph::FinishWith(
   hrx::v1::CreateGraphExecResponse response;
   HRX_RETURN_IF_ERROR(connection.Check(
       connection.graphs().CreateExec(context.get(), *request_, &response)));
-  return GraphExec(state.shared_connection(),
-                   client::internal::FromProto(response.exec()), &state,
+  return GraphExec(state->shared_connection(),
+                   client::internal::FromProto(response.exec()), state,
                    response.binding_bytes(), request_->nodes_size(), profiled);
 }
 
 GraphExec::GraphExec(GraphExec&& other) noexcept
     : connection_(std::move(other.connection_)),
       handle_(std::exchange(other.handle_, Handle{})),
-      stream_(other.stream_),
+      stream_(std::move(other.stream_)),
       binding_bytes_(other.binding_bytes_),
       nodes_(other.nodes_),
       profiled_(other.profiled_) {}
@@ -155,7 +187,7 @@ GraphExec& GraphExec::operator=(GraphExec&& other) noexcept {
     Release();
     connection_ = std::move(other.connection_);
     handle_ = std::exchange(other.handle_, Handle{});
-    stream_ = other.stream_;
+    stream_ = std::move(other.stream_);
     binding_bytes_ = other.binding_bytes_;
     nodes_ = other.nodes_;
     profiled_ = other.profiled_;
@@ -190,14 +222,35 @@ absl::Status GraphExec::ClearFailure() {
       connection_->graphs().ClearFailure(context.get(), request, &response));
 }
 
-Graph Stream::BeginGraph() { return Graph(*this, NextGraphId()); }
+absl::Status GraphExec::CheckStream(const client::internal::StreamState* state,
+                                   const char* what) const {
+  if (connection_ == nullptr) {
+    return Refusal(Reason::kMovedGraph, absl::StrFormat(
+        "%s: this GraphExec was moved from. Fix: use the one it was moved to.",
+        what));
+  }
+  const std::shared_ptr<client::internal::StreamState> recorder =
+      stream_.lock();
+  if (recorder == nullptr) {
+    return Refusal(Reason::kGraphWrongStream, absl::StrFormat(
+        "%s: the stream that recorded the graph has been destroyed, and an "
+        "exec replays only on its own stream. Fix: record and finish the "
+        "graph again on this stream.",
+        what));
+  }
+  if (recorder.get() != state) {
+    return Refusal(Reason::kGraphWrongStream, absl::StrFormat(
+        "%s: the graph was recorded on another stream and replays only "
+        "there. Fix: launch it on the stream that recorded it.",
+        what));
+  }
+  return absl::OkStatus();
+}
+
+Graph Stream::BeginGraph() { return Graph(state_, NextGraphId()); }
 
 absl::Status Stream::Launch(const GraphExec& exec) {
-  if (exec.stream_ != state_.get()) {
-    return Refusal(Reason::kGraphWrongStream, "launch: the graph was recorded on another "
-        "stream and replays only there. Fix: launch it on the stream that "
-        "recorded it.");
-  }
+  HRX_RETURN_IF_ERROR(exec.CheckStream(state_.get(), "launch"));
   hrx::v1::Command command;
   client::internal::ToProto(exec.handle_,
                             command.mutable_launch_graph()->mutable_exec());
@@ -206,11 +259,7 @@ absl::Status Stream::Launch(const GraphExec& exec) {
 
 absl::StatusOr<std::vector<NodeProfile>> Stream::LaunchProfiled(
     const GraphExec& exec) {
-  if (exec.stream_ != state_.get()) {
-    return Refusal(Reason::kGraphWrongStream, "launch profiled: the graph was recorded on "
-        "another stream and replays only there. Fix: launch it on the stream "
-        "that recorded it.");
-  }
+  HRX_RETURN_IF_ERROR(exec.CheckStream(state_.get(), "launch profiled"));
   HRX_ASSIGN_OR_RETURN(hrx::v1::Profile profile,
                        state_->LaunchProfiled(exec.handle_));
   std::vector<NodeProfile> nodes;

@@ -47,7 +47,12 @@ const Handle& Stream::handle() const { return state_->handle(); }
 uint32_t Stream::queue() const { return state_->queue(); }
 
 absl::Status Stream::CheckOwned(const View& view, const char* what) const {
-  if (view.brand() != state_->connection().brand()) {
+  return CheckOwned(state_->connection().brand(), view, what);
+}
+
+absl::Status Stream::CheckOwned(uint64_t brand, const View& view,
+                                const char* what) {
+  if (view.brand() != brand) {
     return Refusal(Reason::kForeignView,absl::StrFormat(
         "%s: the view's buffer belongs to another client "
         "session than this stream's. Fix: use buffers allocated through a "
@@ -381,16 +386,18 @@ absl::Status Stream::Dispatch(const Kernel& kernel, Dim3 grid, Dim3 block,
                               const Constants& constants,
                               std::span<const View> bindings) {
   hrx::v1::Command command;
-  HRX_RETURN_IF_ERROR(EncodeDispatch(kernel, grid, block, constants, bindings,
+  HRX_RETURN_IF_ERROR(EncodeDispatch(state_->connection().brand(), kernel,
+                                     grid, block, constants, bindings,
                                      command.mutable_dispatch()));
   return state_->Append(std::move(command), constants.size());
 }
 
-absl::Status Stream::EncodeDispatch(const Kernel& kernel, Dim3 grid, Dim3 block,
+absl::Status Stream::EncodeDispatch(uint64_t brand, const Kernel& kernel,
+                                    Dim3 grid, Dim3 block,
                                     const Constants& constants,
                                     std::span<const View> bindings,
-                                    hrx::v1::Dispatch* dispatch) const {
-  if (kernel.brand() != state_->connection().brand()) {
+                                    hrx::v1::Dispatch* dispatch) {
+  if (kernel.brand() != brand) {
     return Refusal(Reason::kForeignKernel, "dispatch: the kernel was loaded by another client "
         "session. Fix: load it through this stream's hrx::Client.");
   }
@@ -406,7 +413,7 @@ absl::Status Stream::EncodeDispatch(const Kernel& kernel, Dim3 grid, Dim3 block,
   }
   dispatch->set_constants(constants.bytes().data(), constants.size());
   for (const View& view : bindings) {
-    HRX_RETURN_IF_ERROR(CheckOwned(view, "dispatch binding"));
+    HRX_RETURN_IF_ERROR(CheckOwned(brand, view, "dispatch binding"));
     client::internal::ToProto(view, dispatch->add_bindings());
   }
   return absl::OkStatus();
@@ -443,6 +450,13 @@ absl::Status Stream::Synchronize() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<bool> Stream::IsIdle() {
+  HRX_ASSIGN_OR_RETURN(const bool idle, state_->Poll());
+  // Everything issued has run, so no queued copy still reads the region.
+  if (idle) shared_staging_busy_ = false;
+  return idle;
+}
+
 absl::StatusOr<StreamStats> Stream::GetStats() {
   HRX_RETURN_IF_ERROR(state_->Flush());
   client::internal::Connection& connection = state_->connection();
@@ -467,9 +481,6 @@ absl::StatusOr<StreamStats> Stream::GetStats() {
   return stats;
 }
 
-absl::StatusOr<bool> Submission::IsComplete() { return stream_.state_->Poll(); }
-
-absl::Status Submission::Wait() { return stream_.Synchronize(); }
 
 absl::StatusOr<std::vector<uint8_t>> Readback::Wait(Stream& stream) {
   if (stream.state_.get() != stream_) {

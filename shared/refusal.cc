@@ -110,6 +110,7 @@ constexpr ReasonInfo kReasons[] = {
     {Reason::kStreamAlreadyOpen, "stream_already_open", absl::StatusCode::kFailedPrecondition, Origin::kDaemon},
     {Reason::kStreamBroken, "stream_broken", absl::StatusCode::kUnavailable, Origin::kClient},
     {Reason::kStreamBusy, "stream_busy", absl::StatusCode::kResourceExhausted, Origin::kDaemon},
+    {Reason::kStreamDestroyed, "stream_destroyed", absl::StatusCode::kFailedPrecondition, Origin::kClient},
     {Reason::kStreamNotOpen, "stream_not_open", absl::StatusCode::kFailedPrecondition, Origin::kDaemon},
     {Reason::kStreamProtocol, "stream_protocol", absl::StatusCode::kInternal, Origin::kClient},
     {Reason::kTargetMismatch, "target_mismatch", absl::StatusCode::kFailedPrecondition, Origin::kClient},

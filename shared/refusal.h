@@ -118,6 +118,7 @@ enum class Reason : uint16_t {
   kStreamAlreadyOpen,
   kStreamBroken,
   kStreamBusy,
+  kStreamDestroyed,
   kStreamNotOpen,
   kStreamProtocol,
   kTargetMismatch,

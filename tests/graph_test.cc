@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -190,6 +191,81 @@ TEST_F(GraphTest, AnExecReplaysOnlyOnItsOwnStream) {
   EXPECT_THAT(other.Launch(*exec),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("graph_wrong_stream")));
+}
+
+// A graph refers to its stream's state, not to the Stream object: it keeps
+// recording, finishing and launching through whichever Stream now owns it.
+TEST_F(GraphTest, AGraphFollowsItsStreamThroughMoves) {
+  Stream first = NewStream();
+  Buffer a = Allocate(first, 1 << 16);
+  Buffer b = Allocate(first, 1 << 16);
+  Graph graph = first.BeginGraph();
+  auto fill = graph.Fill({}, a.Binding(), 0x3c);
+  ASSERT_THAT(fill.status(), IsOk());
+  Stream second = std::move(first);  // move construction
+  const Node after_fill[] = {*fill};
+  ASSERT_THAT(graph.Copy(after_fill, b.Binding(), a.Binding()).status(),
+              IsOk());
+  auto exec = graph.Finish();
+  ASSERT_THAT(exec.status(), IsOk());
+  Stream third = NewStream();
+  third = std::move(second);  // move assignment; third's own stream ends
+  ASSERT_THAT(third.Fill(b.Binding(), 0), IsOk());
+  ASSERT_THAT(third.Launch(*exec), IsOk());
+  EXPECT_THAT(ReadAll(third, b.Binding()), Each(0x3c));
+  EXPECT_THAT(stream_->Launch(*exec),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("graph_wrong_stream")));
+}
+
+TEST_F(GraphTest, AGraphWhoseStreamWasDestroyedIsRefused) {
+  Buffer a = Allocate(*stream_, 64);
+  Buffer b = Allocate(*stream_, 64);
+  std::optional<Stream> doomed(NewStream());
+  Graph graph = doomed->BeginGraph();
+  auto fill = graph.Fill({}, a.Binding(), 7);
+  ASSERT_THAT(fill.status(), IsOk());
+  auto exec = graph.Finish();
+  ASSERT_THAT(exec.status(), IsOk());
+  doomed.reset();
+  const auto destroyed = StatusIs(absl::StatusCode::kFailedPrecondition,
+                                  AllOf(HasSubstr("stream_destroyed"),
+                                        HasSubstr("Fix:")));
+  const Node after_fill[] = {*fill};
+  EXPECT_THAT(graph.Fill({}, a.Binding(), 8).status(), destroyed);
+  EXPECT_THAT(graph.Copy(after_fill, b.Binding(), a.Binding()).status(),
+              destroyed);
+  EXPECT_THAT(graph.Join(after_fill).status(), destroyed);
+  EXPECT_THAT(graph.Finish().status(), destroyed);
+  const std::vector<std::string> labels = {"fill"};
+  EXPECT_THAT(graph.FinishProfiled(labels).status(), destroyed);
+  EXPECT_EQ(graph.size(), 1u);  // the recording itself is still readable
+  // The exec it made replays nowhere else, and says why.
+  EXPECT_THAT(stream_->Launch(*exec),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("graph_wrong_stream"),
+                             HasSubstr("destroyed"))));
+  EXPECT_THAT(stream_->LaunchProfiled(*exec).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("graph_wrong_stream")));
+}
+
+TEST_F(GraphTest, AMovedFromGraphOrExecIsRefused) {
+  Buffer a = Allocate(*stream_, 64);
+  Graph graph = stream_->BeginGraph();
+  ASSERT_THAT(graph.Fill({}, a.Binding(), 1).status(), IsOk());
+  Graph kept = std::move(graph);
+  const auto moved = StatusIs(absl::StatusCode::kFailedPrecondition,
+                              HasSubstr("moved_graph"));
+  EXPECT_THAT(graph.Fill({}, a.Binding(), 2).status(), moved);  // NOLINT
+  EXPECT_THAT(graph.Finish().status(), moved);                  // NOLINT
+  EXPECT_EQ(graph.size(), 0u);                                  // NOLINT
+  auto exec = kept.Finish();
+  ASSERT_THAT(exec.status(), IsOk());
+  GraphExec kept_exec = *std::move(exec);
+  EXPECT_THAT(stream_->Launch(*exec), moved);  // NOLINT
+  EXPECT_THAT(stream_->Launch(kept_exec), IsOk());
+  EXPECT_THAT(ReadAll(*stream_, a.Binding()), Each(1));
 }
 
 TEST_F(GraphTest, AFailedLaunchMarksTheExecUntilCleared) {

@@ -63,7 +63,7 @@ TEST_F(StagingTest, CompletedStagingIsReclaimedAndReusedOnEveryCompletionPath) {
   Upload(buffer.Binding(), 1024, 13);
   ASSERT_THAT(stream_->Synchronize(), IsOk());
   Upload(buffer.Binding(), 1024, 13);
-  while (!Yes(stream_->Submit().IsComplete())) {
+  while (!Yes(stream_->IsIdle())) {
   }
   EXPECT_THAT(Stats(*stream_).pending_staging_ids, IsEmpty());
   // Never more than eight pending, however many uploads are issued.

@@ -1,5 +1,5 @@
 // Stream API parity, ordering side: the queue pool, events across streams,
-// submission polling, deferred refusals, drain on close and scratch pools,
+// idle polling, deferred refusals, drain on close and scratch pools,
 // against a real daemon.
 #include <unistd.h>
 
@@ -97,15 +97,14 @@ TEST_F(StreamOrderingTest, UnknownEventsAreRefusedByTheDaemon) {
                              HasSubstr("submit command 2 of 2"))));
 }
 
-TEST_F(StreamOrderingTest, SubmissionPollsWithoutWaitingAndCompletes) {
+TEST_F(StreamOrderingTest, IsIdlePollsWithoutWaitingAndTurnsTrueOnceRun) {
   Buffer buffer = Allocate(*stream_, 64 << 20);
   for (int i = 0; i < 16; ++i) {
     ASSERT_THAT(stream_->Fill(buffer.Binding(), i), IsOk());
   }
-  Submission submission = stream_->Submit();
-  ASSERT_THAT(submission.IsComplete().status(), IsOk());
-  ASSERT_THAT(submission.Wait(), IsOk());
-  EXPECT_TRUE(Yes(stream_->Submit().IsComplete()));
+  ASSERT_THAT(stream_->IsIdle().status(), IsOk());
+  ASSERT_THAT(stream_->Synchronize(), IsOk());
+  EXPECT_TRUE(Yes(stream_->IsIdle()));
 }
 
 // Each blocking read through the shared staging region is a batch (the copy
@@ -144,7 +143,7 @@ TEST_F(SingleQueueTest, ObservingAStreamDoesNotWaitForOtherStreamsWork) {
   ASSERT_THAT(stream_->Flush(), IsOk());  // published: ~2 GiB of fills queued
   // Also work the client holds back (unpublished) on the busy stream.
   ASSERT_THAT(stream_->Fill(big.Binding(), 1), IsOk());
-  EXPECT_TRUE(Yes(observer.Submit().IsComplete()));
+  EXPECT_TRUE(Yes(observer.IsIdle()));
   EXPECT_THAT(stream_->Synchronize(), IsOk());
 }
 

@@ -3,6 +3,11 @@
 // earlier nodes; Finish turns the recording into an exec the daemon owns,
 // and Stream::Launch replays the whole DAG with one command.
 //
+// Graphs and execs refer to their stream's shared state, not to the Stream
+// object: moving the Stream keeps them working through the moved-to Stream.
+// Once the stream is destroyed, a Graph refuses every call
+// ("stream_destroyed") and an exec launches nowhere ("graph_wrong_stream").
+//
 // Threading: a Graph is recorded by one thread; a GraphExec is used from the
 // thread that owns its stream.
 #ifndef HRX_CLIENT_INCLUDE_HRX_GRAPH_H_
@@ -15,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "hrx/buffer.h"
 #include "hrx/kernel.h"
@@ -70,19 +76,25 @@ class GraphExec {
   friend class Graph;
   friend class Stream;
   GraphExec(std::shared_ptr<client::internal::Connection> connection,
-            Handle handle, const void* stream, uint64_t binding_bytes,
-            size_t nodes, bool profiled)
+            Handle handle, std::weak_ptr<client::internal::StreamState> stream,
+            uint64_t binding_bytes, size_t nodes, bool profiled)
       : connection_(std::move(connection)),
         handle_(handle),
-        stream_(stream),
+        stream_(std::move(stream)),
         binding_bytes_(binding_bytes),
         nodes_(nodes),
         profiled_(profiled) {}
   void Release();
+  // OK when `state` is the live stream that recorded this exec; `what`
+  // names the launch in the refusal.
+  absl::Status CheckStream(const client::internal::StreamState* state,
+                           const char* what) const;
 
   std::shared_ptr<client::internal::Connection> connection_;
   Handle handle_;
-  const void* stream_ = nullptr;  // identity of the originating stream
+  // The recording stream. Weak, and compared only while locked, so that a
+  // later stream's state reusing a destroyed one's address never matches.
+  std::weak_ptr<client::internal::StreamState> stream_;
   uint64_t binding_bytes_ = 0;
   size_t nodes_ = 0;
   bool profiled_ = false;
@@ -97,6 +109,9 @@ class Graph {
   // Each records a node that runs after every node in `after`.
   // INVALID_ARGUMENT for an empty fill, unequal or empty copies, a node of
   // another graph ("foreign_node"), or past kMaxGraphNodes ("graph_full").
+  // Every call, Finish included, is FAILED_PRECONDITION ("stream_destroyed")
+  // once the stream that began the graph is destroyed, and ("moved_graph")
+  // on a Graph moved from.
   absl::StatusOr<Node> Fill(std::span<const Node> after, const View& dst,
                             uint8_t value);
   absl::StatusOr<Node> Copy(std::span<const Node> after, const View& dst,
@@ -119,14 +134,20 @@ class Graph {
 
  private:
   friend class Stream;
-  Graph(Stream& stream, uint64_t id);
+  Graph(std::weak_ptr<client::internal::StreamState> stream, uint64_t id);
+  // The stream's state, held for the duration of one call; a refusal when
+  // the stream was destroyed or this Graph was moved from.
+  absl::StatusOr<std::shared_ptr<client::internal::StreamState>> LockStream(
+      const char* what) const;
   // Adds `node` (its op set) after `after`, checking the predecessors.
   absl::StatusOr<Node> Record(std::span<const Node> after,
                               hrx::v1::GraphNode node);
   absl::StatusOr<GraphExec> FinishWith(bool profiled,
                                        std::span<const std::string> labels);
 
-  Stream* stream_;
+  // Weak: a Graph must not keep a destroyed Stream's call open, and the
+  // state does not move when the Stream does.
+  std::weak_ptr<client::internal::StreamState> stream_;
   uint64_t id_;
   std::unique_ptr<hrx::v1::CreateGraphExecRequest> request_;
   size_t runnable_ = 0;            // non-join nodes

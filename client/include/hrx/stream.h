@@ -5,10 +5,15 @@
 // operations (Fill, Copy, Upload, Dispatch, RecordEvent, WaitEvent) are
 // checked here, kept in a batch and sent together; a batch is sent at
 // synchronisation points (Synchronize, Read/Readback::Wait, ReadBlocking,
-// Submission::IsComplete, event observation, a buffer's Free) and whenever it
-// reaches kBatchFlushBytes of payload or kBatchFlushCommands commands. A
-// batch the daemon refuses runs none of its commands; the refusal, naming
-// the command's position, is returned by the next synchronisation point.
+// IsIdle, event observation, a buffer's Free) and whenever it reaches
+// kBatchFlushBytes of payload or kBatchFlushCommands commands. A batch the
+// daemon refuses runs none of its commands; the refusal, naming the
+// command's position, is returned by the next synchronisation point.
+//
+// Moving a Stream is safe for what it made: its events, graphs and graph
+// execs refer to the stream's shared state, which the move hands over, not
+// to the Stream object. Destroying the stream ends that state; a Graph
+// begun on it is then refused ("stream_destroyed").
 //
 // Threading: a Stream is used from one thread at a time.
 #ifndef HRX_CLIENT_INCLUDE_HRX_STREAM_H_
@@ -78,20 +83,6 @@ class Readback {
   Buffer buffer_;
   uint64_t length_;
   const void* stream_;  // identity of the originating stream; never read
-};
-
-// Observes the stream's submitted work.
-class Submission {
- public:
-  // Without blocking: whether everything issued on the stream so far has
-  // completed. Observing never waits for work other streams have not sent.
-  absl::StatusOr<bool> IsComplete();
-  absl::Status Wait();
-
- private:
-  friend class Stream;
-  explicit Submission(Stream& stream) : stream_(stream) {}
-  Stream& stream_;
 };
 
 // Staging and cache state of a stream, read from the daemon (diagnostics).
@@ -176,7 +167,6 @@ class Stream {
   // Orders later work after `event`. INVALID_ARGUMENT ("foreign_event") for
   // an event of another client's device.
   absl::Status WaitEvent(const Event& event);
-  Submission Submit() { return Submission(*this); }
 
   // --- Graphs -----------------------------------------------------------
   // Starts recording a graph that will replay on this stream.
@@ -199,23 +189,34 @@ class Stream {
   absl::Status Flush();
   // Waits until everything issued on this stream has run.
   absl::Status Synchronize();
+  // Synchronize without the wait: sends pending commands, then answers
+  // whether everything issued on this stream so far, up to this call, has
+  // run. Each call looks at the stream as it is then, so work issued later
+  // makes it false again; to watch one point of the timeline instead, use
+  // RecordEvent and Event::IsComplete. Never waits for other streams' work.
+  // Formerly Submit().IsComplete(); Submit().Wait() was Synchronize().
+  absl::StatusOr<bool> IsIdle();
   // Diagnostics: the daemon's view of this stream's staging and caches.
   absl::StatusOr<StreamStats> GetStats();
 
  private:
   friend class Device;
   friend class Readback;
-  friend class Submission;
   friend class Graph;
   explicit Stream(std::shared_ptr<client::internal::StreamState> state);
+  // The checks below take the session's brand rather than a Stream, so a
+  // Graph can run them with only the stream's state in hand.
+  static absl::Status CheckOwned(uint64_t brand, const View& view,
+                                 const char* what);
   absl::Status CheckOwned(const View& view, const char* what) const;
   absl::StatusOr<Buffer> AllocateWith(uint64_t bytes, int contents,
                                       int placement);
   // Checks a launch as the daemon will and writes it into `out`.
-  absl::Status EncodeDispatch(const Kernel& kernel, Dim3 grid, Dim3 block,
-                              const Constants& constants,
-                              std::span<const View> bindings,
-                              hrx::v1::Dispatch* out) const;
+  static absl::Status EncodeDispatch(uint64_t brand, const Kernel& kernel,
+                                     Dim3 grid, Dim3 block,
+                                     const Constants& constants,
+                                     std::span<const View> bindings,
+                                     hrx::v1::Dispatch* out);
 
   // The shared staging region, mapped; false when it cannot be had.
   bool EnsureSharedStaging();
