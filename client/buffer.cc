@@ -1,22 +1,21 @@
 #include "hrx/buffer.h"
 
-#include <utility>
-
 #include <sys/mman.h>
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "client/internal/connection.h"
 #include "client/internal/fd_channel.h"
-#include "shared/span_check.h"
 #include "shared/refusal.h"
+#include "shared/span_check.h"
 
 namespace hrx {
 
 absl::StatusOr<View> View::Slice(uint64_t offset, uint64_t length) const {
-  if (absl::Status span = shared::CheckSpan("slice view", offset, length,
-                                            length_);
+  if (absl::Status span =
+          shared::CheckSpan("slice view", offset, length, length_);
       !span.ok()) {
     return span;
   }
@@ -83,8 +82,9 @@ absl::StatusOr<uint64_t> SendGrant(client::internal::Connection* connection,
                                    const Handle& handle,
                                    hrx::v1::GrantRequest request) {
   if (connection == nullptr) {
-    return Refusal(Reason::kFreedBuffer, "grant: this Buffer was freed or moved from. Fix: grant "
-        "a live buffer.");
+    return Refusal(Reason::kFreedBuffer,
+                   "grant: this Buffer was freed or moved from. Fix: grant "
+                   "a live buffer.");
   }
   client::internal::ToProto(handle, request.mutable_buffer());
   auto context = connection->Context();
@@ -108,8 +108,9 @@ absl::StatusOr<Exported> ExportAs(client::internal::Connection* connection,
                                   const Handle& handle,
                                   hrx::v1::HandleKind kind) {
   if (connection == nullptr) {
-    return Refusal(Reason::kFreedBuffer, "export: this Buffer was freed or moved from. Fix: "
-        "export a live buffer.");
+    return Refusal(Reason::kFreedBuffer,
+                   "export: this Buffer was freed or moved from. Fix: "
+                   "export a live buffer.");
   }
   auto context = connection->Context();
   hrx::v1::ExportRequest request;
@@ -129,16 +130,20 @@ absl::StatusOr<Exported> ExportAs(client::internal::Connection* connection,
 }  // namespace
 
 absl::StatusOr<Mapping> Buffer::Map() const {
-  auto exported = ExportAs(connection_.get(), handle_, hrx::v1::HANDLE_KIND_SHM);
+  auto exported =
+      ExportAs(connection_.get(), handle_, hrx::v1::HANDLE_KIND_SHM);
   if (!exported.ok()) return exported.status();
   const uint64_t size = exported->response.bytes();
-  void* data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED,
-                    exported->fd.get(), static_cast<off_t>(exported->response.offset()));
+  void* data =
+      mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED,
+           exported->fd.get(), static_cast<off_t>(exported->response.offset()));
   if (data == MAP_FAILED) {
-    return Refusal(Reason::kMapFailed,absl::StrFormat(
-        "mmap of a %u-byte buffer: %s. Fix: free address space or "
-        "map a smaller buffer.",
-        size, std::strerror(errno)));
+    return Refusal(
+        Reason::kMapFailed,
+        absl::StrFormat(
+            "mmap of a %u-byte buffer: %s. Fix: free address space or "
+            "map a smaller buffer.",
+            size, std::strerror(errno)));
   }
   // The mapping keeps the pages; the descriptor can go now.
   return Mapping(connection_, static_cast<uint8_t*>(data), size,
@@ -185,7 +190,8 @@ void Mapping::Release() {
   connection_.reset();
 }
 
-absl::StatusOr<uint64_t> Buffer::GrantToTenant(const std::string& tenant) const {
+absl::StatusOr<uint64_t> Buffer::GrantToTenant(
+    const std::string& tenant) const {
   hrx::v1::GrantRequest request;
   request.set_tenant(tenant);
   return SendGrant(connection_.get(), handle_, std::move(request));
@@ -199,8 +205,9 @@ absl::StatusOr<uint64_t> Buffer::GrantToSession(uint64_t session) const {
 
 absl::Status Buffer::Revoke(uint64_t grant) const {
   if (connection_ == nullptr) {
-    return Refusal(Reason::kFreedBuffer, "revoke: this Buffer was freed or moved from. Fix: "
-        "revoke through a live buffer of the granting session.");
+    return Refusal(Reason::kFreedBuffer,
+                   "revoke: this Buffer was freed or moved from. Fix: "
+                   "revoke through a live buffer of the granting session.");
   }
   auto context = connection_->Context();
   hrx::v1::RevokeRequest request;

@@ -5,9 +5,9 @@
 #include "absl/strings/str_format.h"
 #include "client/internal/connection.h"
 #include "client/internal/stream_state.h"
+#include "shared/refusal.h"
 #include "shared/socket_path.h"
 #include "shared/status_macros.h"
-#include "shared/refusal.h"
 
 namespace hrx {
 
@@ -22,30 +22,32 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
 
 absl::StatusOr<Device> Client::OpenDevice(int index) const {
   if (index != 0) {
-    return Refusal(Reason::kNoSuchDevice,absl::StrFormat(
-        "device index %d: this daemon owns one device, index "
-        "0. Fix: open device 0.",
-        index));
+    return Refusal(
+        Reason::kNoSuchDevice,
+        absl::StrFormat("device index %d: this daemon owns one device, index "
+                        "0. Fix: open device 0.",
+                        index));
   }
   auto context = connection_->Context();
   hrx::v1::GetDeviceInfoRequest request;
   hrx::v1::DeviceInfo response;
   HRX_RETURN_IF_ERROR(connection_->Check(
       connection_->devices().GetDeviceInfo(context.get(), request, &response)));
-  return Device(connection_,
-                DeviceInfo{response.backend(), response.name(),
-                           response.target(), response.memory_bytes(),
-                           response.queue_count()});
+  return Device(
+      connection_,
+      DeviceInfo{response.backend(), response.name(), response.target(),
+                 response.memory_bytes(), response.queue_count()});
 }
 
 absl::StatusOr<Device> Client::OpenDeviceFor(int index,
                                              const std::string& target) const {
   HRX_ASSIGN_OR_RETURN(Device device, OpenDevice(index));
   if (device.target() != target) {
-    return Refusal(Reason::kTargetMismatch,absl::StrFormat(
-        "workload requires %s, found %s. Fix: build the "
-        "workload for %s or run it where a %s device is served.",
-        target, device.target(), device.target(), target));
+    return Refusal(Reason::kTargetMismatch,
+                   absl::StrFormat(
+                       "workload requires %s, found %s. Fix: build the "
+                       "workload for %s or run it where a %s device is served.",
+                       target, device.target(), device.target(), target));
   }
   return device;
 }

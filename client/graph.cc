@@ -9,13 +9,12 @@
 #include "hrx/stream.h"
 #include "hrx/v1/graph.grpc.pb.h"
 #include "shared/launch_check.h"
+#include "shared/refusal.h"
 #include "shared/span_check.h"
 #include "shared/status_macros.h"
-#include "shared/refusal.h"
 
 namespace hrx {
 namespace {
-
 
 uint64_t NextGraphId() {
   static std::atomic<uint64_t> next{1};
@@ -39,17 +38,21 @@ size_t Graph::size() const {
 absl::StatusOr<std::shared_ptr<client::internal::StreamState>>
 Graph::LockStream(const char* what) const {
   if (request_ == nullptr) {
-    return Refusal(Reason::kMovedGraph, absl::StrFormat(
-        "%s: this Graph was moved from. Fix: use the one it was moved to.",
-        what));
+    return Refusal(
+        Reason::kMovedGraph,
+        absl::StrFormat(
+            "%s: this Graph was moved from. Fix: use the one it was moved to.",
+            what));
   }
   std::shared_ptr<client::internal::StreamState> state = stream_.lock();
   if (state == nullptr) {
-    return Refusal(Reason::kStreamDestroyed, absl::StrFormat(
-        "%s: graph %u was begun on a stream that has since been destroyed. "
-        "Fix: keep that Stream, or the Stream it was moved to, alive until "
-        "the graph is finished, or record the graph on a live stream.",
-        what, id_));
+    return Refusal(
+        Reason::kStreamDestroyed,
+        absl::StrFormat(
+            "%s: graph %u was begun on a stream that has since been destroyed. "
+            "Fix: keep that Stream, or the Stream it was moved to, alive until "
+            "the graph is finished, or record the graph on a live stream.",
+            what, id_));
   }
   return state;
 }
@@ -58,18 +61,21 @@ absl::StatusOr<Node> Graph::Record(std::span<const Node> after,
                                    hrx::v1::GraphNode node) {
   const size_t index = request_->nodes_size();
   if (index >= kMaxGraphNodes) {
-    return Refusal(Reason::kGraphFull,absl::StrFormat(
-        "record: the graph holds %u nodes, its capacity. Fix: "
-        "split the work into several graphs.",
-        kMaxGraphNodes));
+    return Refusal(
+        Reason::kGraphFull,
+        absl::StrFormat("record: the graph holds %u nodes, its capacity. Fix: "
+                        "split the work into several graphs.",
+                        kMaxGraphNodes));
   }
   for (const Node& before : after) {
     if (before.graph != id_ || before.index >= index) {
-      return Refusal(Reason::kForeignNode,absl::StrFormat(
-          "record: node %u of graph %u is not a node of this "
-          "graph (%u, %u nodes so far). Fix: wait only on nodes this graph "
-          "returned.",
-          before.index, before.graph, id_, index));
+      return Refusal(
+          Reason::kForeignNode,
+          absl::StrFormat(
+              "record: node %u of graph %u is not a node of this "
+              "graph (%u, %u nodes so far). Fix: wait only on nodes this graph "
+              "returned.",
+              before.index, before.graph, id_, index));
     }
     node.add_after(before.index);
   }
@@ -81,11 +87,12 @@ absl::StatusOr<Node> Graph::Record(std::span<const Node> after,
 absl::StatusOr<Node> Graph::Fill(std::span<const Node> after, const View& dst,
                                  uint8_t value) {
   HRX_ASSIGN_OR_RETURN(auto state, LockStream("record fill"));
-  HRX_RETURN_IF_ERROR(Stream::CheckOwned(state->connection().brand(), dst,
-                                         "graph fill dst"));
+  HRX_RETURN_IF_ERROR(
+      Stream::CheckOwned(state->connection().brand(), dst, "graph fill dst"));
   if (dst.empty()) {
-    return Refusal(Reason::kBadGraphNode, "record fill: the view is empty. Fix: record fills of "
-        "at least one byte.");
+    return Refusal(Reason::kBadGraphNode,
+                   "record fill: the view is empty. Fix: record fills of "
+                   "at least one byte.");
   }
   hrx::v1::GraphNode node;
   client::internal::ToProto(dst, node.mutable_fill()->mutable_dst());
@@ -100,15 +107,17 @@ absl::StatusOr<Node> Graph::Copy(std::span<const Node> after, const View& dst,
   HRX_RETURN_IF_ERROR(Stream::CheckOwned(brand, dst, "graph copy dst"));
   HRX_RETURN_IF_ERROR(Stream::CheckOwned(brand, src, "graph copy src"));
   if (dst.empty() || dst.length() != src.length()) {
-    return Refusal(Reason::kBadGraphNode,absl::StrFormat(
-        "record copy: the views are %u and %u bytes. Fix: "
-        "record copies between equal, nonempty views.",
-        dst.length(), src.length()));
+    return Refusal(
+        Reason::kBadGraphNode,
+        absl::StrFormat("record copy: the views are %u and %u bytes. Fix: "
+                        "record copies between equal, nonempty views.",
+                        dst.length(), src.length()));
   }
   if (dst.buffer_handle() == src.buffer_handle() &&
       shared::SpansOverlap(dst.offset(), src.offset(), dst.length())) {
-    return Refusal(Reason::kCopyOverlap, "record copy: the views overlap in one buffer. Fix: "
-        "copy through a temporary buffer.");
+    return Refusal(Reason::kCopyOverlap,
+                   "record copy: the views overlap in one buffer. Fix: "
+                   "copy through a temporary buffer.");
   }
   hrx::v1::GraphNode node;
   client::internal::ToProto(dst, node.mutable_copy()->mutable_dst());
@@ -124,9 +133,9 @@ absl::StatusOr<Node> Graph::Dispatch(std::span<const Node> after,
                                      std::span<const View> bindings) {
   HRX_ASSIGN_OR_RETURN(auto state, LockStream("record dispatch"));
   hrx::v1::GraphNode node;
-  HRX_RETURN_IF_ERROR(Stream::EncodeDispatch(
-      state->connection().brand(), kernel, grid, block, constants, bindings,
-      node.mutable_dispatch()));
+  HRX_RETURN_IF_ERROR(
+      Stream::EncodeDispatch(state->connection().brand(), kernel, grid, block,
+                             constants, bindings, node.mutable_dispatch()));
   return Record(after, std::move(node));
 }
 
@@ -145,10 +154,12 @@ absl::StatusOr<GraphExec> Graph::FinishProfiled(
     std::span<const std::string> labels) {
   HRX_RETURN_IF_ERROR(LockStream("finish profiled graph").status());
   if (labels.size() != runnable_) {
-    return Refusal(Reason::kLabelMismatch,absl::StrFormat(
-        "finish profiled graph: %u labels for %u non-join "
-        "nodes. Fix: give one label per fill, copy and dispatch, in order.",
-        labels.size(), runnable_));
+    return Refusal(
+        Reason::kLabelMismatch,
+        absl::StrFormat(
+            "finish profiled graph: %u labels for %u non-join "
+            "nodes. Fix: give one label per fill, copy and dispatch, in order.",
+            labels.size(), runnable_));
   }
   return FinishWith(true, labels);
 }
@@ -211,8 +222,9 @@ void GraphExec::Release() {
 
 absl::Status GraphExec::ClearFailure() {
   if (connection_ == nullptr) {
-    return Refusal(Reason::kMovedGraph, "this GraphExec was moved from. Fix: use the one it was "
-        "moved to.");
+    return Refusal(Reason::kMovedGraph,
+                   "this GraphExec was moved from. Fix: use the one it was "
+                   "moved to.");
   }
   auto context = connection_->Context();
   hrx::v1::GraphExecRequest request;
@@ -223,26 +235,31 @@ absl::Status GraphExec::ClearFailure() {
 }
 
 absl::Status GraphExec::CheckStream(const client::internal::StreamState* state,
-                                   const char* what) const {
+                                    const char* what) const {
   if (connection_ == nullptr) {
-    return Refusal(Reason::kMovedGraph, absl::StrFormat(
-        "%s: this GraphExec was moved from. Fix: use the one it was moved to.",
-        what));
+    return Refusal(Reason::kMovedGraph,
+                   absl::StrFormat("%s: this GraphExec was moved from. Fix: "
+                                   "use the one it was moved to.",
+                                   what));
   }
   const std::shared_ptr<client::internal::StreamState> recorder =
       stream_.lock();
   if (recorder == nullptr) {
-    return Refusal(Reason::kGraphWrongStream, absl::StrFormat(
-        "%s: the stream that recorded the graph has been destroyed, and an "
-        "exec replays only on its own stream. Fix: record and finish the "
-        "graph again on this stream.",
-        what));
+    return Refusal(
+        Reason::kGraphWrongStream,
+        absl::StrFormat(
+            "%s: the stream that recorded the graph has been destroyed, and an "
+            "exec replays only on its own stream. Fix: record and finish the "
+            "graph again on this stream.",
+            what));
   }
   if (recorder.get() != state) {
-    return Refusal(Reason::kGraphWrongStream, absl::StrFormat(
-        "%s: the graph was recorded on another stream and replays only "
-        "there. Fix: launch it on the stream that recorded it.",
-        what));
+    return Refusal(
+        Reason::kGraphWrongStream,
+        absl::StrFormat(
+            "%s: the graph was recorded on another stream and replays only "
+            "there. Fix: launch it on the stream that recorded it.",
+            what));
   }
   return absl::OkStatus();
 }

@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_format.h"
 #include "client/internal/connection.h"
-#include "shared/span_check.h"
 #include "shared/refusal.h"
+#include "shared/span_check.h"
 
 namespace hrx {
 
@@ -64,10 +64,11 @@ uint64_t Kernel::brand() const {
 }
 
 absl::Status Constants::FullError(size_t adding) const {
-  return Refusal(Reason::kConstantsFull,absl::StrFormat(
-      "push %u bytes onto %u of %u bytes of constants. Fix: "
-      "pass fewer or narrower scalars.",
-      adding, length_, kCapacity));
+  return Refusal(
+      Reason::kConstantsFull,
+      absl::StrFormat("push %u bytes onto %u of %u bytes of constants. Fix: "
+                      "pass fewer or narrower scalars.",
+                      adding, length_, kCapacity));
 }
 
 absl::StatusOr<Constants> Constants::FromBytes(std::span<const uint8_t> bytes) {
@@ -88,16 +89,18 @@ absl::StatusOr<Constants> Constants::Indices(const Kernel& kernel,
   Constants constants;
   if (values.empty()) {
     if (size != 0) {
-      return Refusal(Reason::kMissingIndexConstants,absl::StrFormat(
-          "kernel %s takes %u bytes of constants and "
-          "no indices were given. Fix: pass its index values.",
-          kernel.symbol(), size));
+      return Refusal(
+          Reason::kMissingIndexConstants,
+          absl::StrFormat("kernel %s takes %u bytes of constants and "
+                          "no indices were given. Fix: pass its index values.",
+                          kernel.symbol(), size));
     }
     return constants;
   }
   if (size == values.size() * 4) {
     for (uint32_t value : values) {
-      if (absl::Status pushed = constants.Push(value); !pushed.ok()) return pushed;
+      if (absl::Status pushed = constants.Push(value); !pushed.ok())
+        return pushed;
     }
   } else if (size == values.size() * 8) {
     for (uint32_t value : values) {
@@ -106,11 +109,13 @@ absl::StatusOr<Constants> Constants::Indices(const Kernel& kernel,
       }
     }
   } else {
-    return Refusal(Reason::kNotIndexList,absl::StrFormat(
-        "kernel %s takes %u bytes of constants, which is not "
-        "%u indices of 4 or 8 bytes. Fix: push its scalars with Push at their "
-        "declared widths.",
-        kernel.symbol(), size, values.size()));
+    return Refusal(
+        Reason::kNotIndexList,
+        absl::StrFormat("kernel %s takes %u bytes of constants, which is not "
+                        "%u indices of 4 or 8 bytes. Fix: push its scalars "
+                        "with Push at their "
+                        "declared widths.",
+                        kernel.symbol(), size, values.size()));
   }
   return constants;
 }

@@ -12,13 +12,12 @@
 #include "client/internal/stream_state.h"
 #include "shared/kernel_signature.h"
 #include "shared/launch_check.h"
+#include "shared/refusal.h"
 #include "shared/span_check.h"
 #include "shared/status_macros.h"
-#include "shared/refusal.h"
 
 namespace hrx {
 namespace {
-
 
 shared::KernelSignature SignatureOf(const Kernel& kernel) {
   shared::KernelSignature signature;
@@ -53,11 +52,13 @@ absl::Status Stream::CheckOwned(const View& view, const char* what) const {
 absl::Status Stream::CheckOwned(uint64_t brand, const View& view,
                                 const char* what) {
   if (view.brand() != brand) {
-    return Refusal(Reason::kForeignView,absl::StrFormat(
-        "%s: the view's buffer belongs to another client "
-        "session than this stream's. Fix: use buffers allocated through a "
-        "stream of the same hrx::Client.",
-        what));
+    return Refusal(
+        Reason::kForeignView,
+        absl::StrFormat(
+            "%s: the view's buffer belongs to another client "
+            "session than this stream's. Fix: use buffers allocated through a "
+            "stream of the same hrx::Client.",
+            what));
   }
   return absl::OkStatus();
 }
@@ -111,9 +112,8 @@ absl::StatusOr<Buffer> Stream::Import(uint64_t grant) {
 
 absl::StatusOr<Buffer> Stream::Scratch(uint64_t bytes) {
   const uint64_t want = std::max<uint64_t>(bytes, 1);
-  const uint64_t most = std::max<uint64_t>(want, bytes > UINT64_MAX / 2
-                                                     ? UINT64_MAX
-                                                     : bytes * 2);
+  const uint64_t most =
+      std::max<uint64_t>(want, bytes > UINT64_MAX / 2 ? UINT64_MAX : bytes * 2);
   auto it = scratch_.lower_bound(want);
   if (it != scratch_.end() && it->first <= most) {
     Buffer buffer = std::move(it->second);
@@ -127,11 +127,14 @@ absl::StatusOr<Buffer> Stream::Scratch(uint64_t bytes) {
 absl::Status Stream::Recycle(Buffer buffer) {
   if (buffer.origin_stream() != handle() ||
       buffer.Binding().brand() != state_->connection().brand()) {
-    return Refusal(Reason::kScratchForeignStream, "recycle: the buffer was allocated by another "
+    return Refusal(
+        Reason::kScratchForeignStream,
+        "recycle: the buffer was allocated by another "
         "stream; a scratch pool belongs to one stream. Fix: recycle it on the "
         "stream that allocated it, or free it.");
   }
-  if (buffer.bytes() <= scratch_limit_ - std::min(scratch_bytes_, scratch_limit_)) {
+  if (buffer.bytes() <=
+      scratch_limit_ - std::min(scratch_bytes_, scratch_limit_)) {
     scratch_bytes_ += buffer.bytes();
     scratch_.emplace(buffer.bytes(), std::move(buffer));
   }
@@ -163,17 +166,18 @@ absl::Status Stream::Copy(const View& dst, const View& src) {
   HRX_RETURN_IF_ERROR(CheckOwned(dst, "copy dst"));
   HRX_RETURN_IF_ERROR(CheckOwned(src, "copy src"));
   if (dst.length() != src.length()) {
-    return Refusal(Reason::kCopyLengthMismatch,absl::StrFormat(
-        "copy: dst is %u bytes but src is %u bytes. "
-        "Fix: copy between views of equal length.",
-        dst.length(), src.length()));
+    return Refusal(Reason::kCopyLengthMismatch,
+                   absl::StrFormat("copy: dst is %u bytes but src is %u bytes. "
+                                   "Fix: copy between views of equal length.",
+                                   dst.length(), src.length()));
   }
   if (dst.buffer_handle() == src.buffer_handle() &&
       shared::SpansOverlap(dst.offset(), src.offset(), dst.length())) {
-    return Refusal(Reason::kCopyOverlap,absl::StrFormat(
-        "copy: dst [%u, +%u) overlaps src [%u, +%u) in the same "
-        "buffer. Fix: copy through a temporary buffer.",
-        dst.offset(), dst.length(), src.offset(), src.length()));
+    return Refusal(Reason::kCopyOverlap,
+                   absl::StrFormat(
+                       "copy: dst [%u, +%u) overlaps src [%u, +%u) in the same "
+                       "buffer. Fix: copy through a temporary buffer.",
+                       dst.offset(), dst.length(), src.offset(), src.length()));
   }
   hrx::v1::Command command;
   client::internal::ToProto(dst, command.mutable_copy()->mutable_dst());
@@ -225,7 +229,8 @@ absl::Status Stream::UploadShared(const View& dst,
     std::memcpy(shared_map_->bytes().data() + half * kHalf, bytes.data() + done,
                 chunk);
     HRX_ASSIGN_OR_RETURN(View part, dst.Slice(done, chunk));
-    HRX_ASSIGN_OR_RETURN(View from, shared_staging_->Slice(half * kHalf, chunk));
+    HRX_ASSIGN_OR_RETURN(View from,
+                         shared_staging_->Slice(half * kHalf, chunk));
     HRX_RETURN_IF_ERROR(Copy(part, from));
     HRX_ASSIGN_OR_RETURN(Event copied, RecordEvent());
     in_use[half].emplace(std::move(copied));
@@ -250,7 +255,8 @@ absl::Status Stream::ReadShared(const View& src, std::span<uint8_t> out) {
   auto issue = [&](int half) -> absl::Status {
     const uint64_t chunk = std::min<uint64_t>(kHalf, out.size() - issued);
     HRX_ASSIGN_OR_RETURN(View part, src.Slice(issued, chunk));
-    HRX_ASSIGN_OR_RETURN(View into, shared_staging_->Slice(half * kHalf, chunk));
+    HRX_ASSIGN_OR_RETURN(View into,
+                         shared_staging_->Slice(half * kHalf, chunk));
     HRX_RETURN_IF_ERROR(Copy(into, part));
     HRX_ASSIGN_OR_RETURN(Event copied, RecordEvent());
     ready[half].emplace(std::move(copied));
@@ -276,10 +282,11 @@ absl::Status Stream::ReadShared(const View& src, std::span<uint8_t> out) {
 absl::Status Stream::Upload(const View& dst, std::span<const uint8_t> bytes) {
   HRX_RETURN_IF_ERROR(CheckOwned(dst, "upload dst"));
   if (bytes.size() > dst.length()) {
-    return Refusal(Reason::kUploadTooLarge,absl::StrFormat(
-        "upload: %u bytes of data do not fit the %u-byte "
-        "view. Fix: upload at most the view's length.",
-        bytes.size(), dst.length()));
+    return Refusal(
+        Reason::kUploadTooLarge,
+        absl::StrFormat("upload: %u bytes of data do not fit the %u-byte "
+                        "view. Fix: upload at most the view's length.",
+                        bytes.size(), dst.length()));
   }
   if (!bytes.empty() && bytes.size() >= shared_threshold_ &&
       EnsureSharedStaging()) {
@@ -316,10 +323,12 @@ absl::StatusOr<Readback> Stream::Read(const View& src) {
 absl::Status Stream::ReadBlocking(const View& src, std::span<uint8_t> out) {
   HRX_RETURN_IF_ERROR(CheckOwned(src, "read src"));
   if (out.size() != src.length()) {
-    return Refusal(Reason::kReadSizeMismatch,absl::StrFormat(
-        "read: the view is %u bytes but the destination "
-        "holds %u. Fix: pass a destination of exactly the view's length.",
-        src.length(), out.size()));
+    return Refusal(
+        Reason::kReadSizeMismatch,
+        absl::StrFormat(
+            "read: the view is %u bytes but the destination "
+            "holds %u. Fix: pass a destination of exactly the view's length.",
+            src.length(), out.size()));
   }
   if (out.empty()) return Synchronize();
   if (out.size() >= shared_threshold_ && EnsureSharedStaging()) {
@@ -333,10 +342,12 @@ absl::Status Stream::ReadBlocking(const View& src, std::span<uint8_t> out) {
         std::string bytes,
         state_->Read(part.buffer_handle(), part.offset(), part.length()));
     if (bytes.size() != chunk) {
-      return Refusal(Reason::kShortRead,absl::StrFormat(
-          "the daemon returned %u bytes for a %u-byte read. Fix: "
-          "report this daemon bug.",
-          bytes.size(), chunk));
+      return Refusal(
+          Reason::kShortRead,
+          absl::StrFormat(
+              "the daemon returned %u bytes for a %u-byte read. Fix: "
+              "report this daemon bug.",
+              bytes.size(), chunk));
     }
     std::memcpy(out.data() + done, bytes.data(), chunk);
   }
@@ -362,7 +373,8 @@ absl::StatusOr<Kernel> Stream::LoadKernel(std::span<const uint8_t> code,
   Kernel kernel(state_->shared_connection(),
                 client::internal::FromProto(response.kernel()), entry,
                 std::move(layout));
-  for (int d = 0; d < 3 && d < response.signature().workgroup_size_size(); ++d) {
+  for (int d = 0; d < 3 && d < response.signature().workgroup_size_size();
+       ++d) {
     kernel.info_.workgroup_size[d] = response.signature().workgroup_size(d);
   }
   return kernel;
@@ -372,10 +384,11 @@ absl::StatusOr<Kernel> Stream::LoadKernelFile(const std::string& path,
                                               const std::string& entry) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return Refusal(Reason::kKernelFileMissing,absl::StrFormat(
-        "load kernel %s: cannot open %s. Fix: pass the "
-        "path of the kernel's code object.",
-        entry, path));
+    return Refusal(
+        Reason::kKernelFileMissing,
+        absl::StrFormat("load kernel %s: cannot open %s. Fix: pass the "
+                        "path of the kernel's code object.",
+                        entry, path));
   }
   const std::vector<uint8_t> code((std::istreambuf_iterator<char>(in)),
                                   std::istreambuf_iterator<char>());
@@ -386,8 +399,8 @@ absl::Status Stream::Dispatch(const Kernel& kernel, Dim3 grid, Dim3 block,
                               const Constants& constants,
                               std::span<const View> bindings) {
   hrx::v1::Command command;
-  HRX_RETURN_IF_ERROR(EncodeDispatch(state_->connection().brand(), kernel,
-                                     grid, block, constants, bindings,
+  HRX_RETURN_IF_ERROR(EncodeDispatch(state_->connection().brand(), kernel, grid,
+                                     block, constants, bindings,
                                      command.mutable_dispatch()));
   return state_->Append(std::move(command), constants.size());
 }
@@ -398,14 +411,15 @@ absl::Status Stream::EncodeDispatch(uint64_t brand, const Kernel& kernel,
                                     std::span<const View> bindings,
                                     hrx::v1::Dispatch* dispatch) {
   if (kernel.brand() != brand) {
-    return Refusal(Reason::kForeignKernel, "dispatch: the kernel was loaded by another client "
-        "session. Fix: load it through this stream's hrx::Client.");
+    return Refusal(Reason::kForeignKernel,
+                   "dispatch: the kernel was loaded by another client "
+                   "session. Fix: load it through this stream's hrx::Client.");
   }
   const shared::KernelSignature signature = SignatureOf(kernel);
   HRX_RETURN_IF_ERROR(shared::CheckLaunchShape("dispatch", grid, block,
                                                signature.workgroup_size));
-  HRX_RETURN_IF_ERROR(shared::CheckArguments("dispatch", signature,
-                                             constants.size(), bindings.size()));
+  HRX_RETURN_IF_ERROR(shared::CheckArguments(
+      "dispatch", signature, constants.size(), bindings.size()));
   client::internal::ToProto(kernel.handle(), dispatch->mutable_kernel());
   for (int d = 0; d < 3; ++d) {
     dispatch->add_grid(grid[d]);
@@ -432,7 +446,9 @@ absl::StatusOr<Event> Stream::RecordEvent() {
 
 absl::Status Stream::WaitEvent(const Event& event) {
   if (event.brand() != state_->connection().brand()) {
-    return Refusal(Reason::kForeignEvent, "wait event: the event belongs to another client's "
+    return Refusal(
+        Reason::kForeignEvent,
+        "wait event: the event belongs to another client's "
         "device. Fix: wait on events recorded through the same hrx::Client.");
   }
   // The recording stream's batch goes first, so the daemon knows the event.
@@ -481,11 +497,11 @@ absl::StatusOr<StreamStats> Stream::GetStats() {
   return stats;
 }
 
-
 absl::StatusOr<std::vector<uint8_t>> Readback::Wait(Stream& stream) {
   if (stream.state_.get() != stream_) {
-    return Refusal(Reason::kReadbackForeignStream, "this readback was queued on another "
-        "stream. Fix: wait on the stream that called Read.");
+    return Refusal(Reason::kReadbackForeignStream,
+                   "this readback was queued on another "
+                   "stream. Fix: wait on the stream that called Read.");
   }
   std::vector<uint8_t> bytes(length_);
   HRX_ASSIGN_OR_RETURN(View whole, buffer_.Slice(0, length_));

@@ -1,12 +1,12 @@
 #include "daemon/logging.h"
 
-#include "absl/strings/str_format.h"
 #include <cstdlib>
 
+#include "absl/strings/str_format.h"
+#include "shared/refusal.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/sinks/systemd_sink.h"
 #include "spdlog/spdlog.h"
-#include "shared/refusal.h"
 
 namespace hrx::daemon {
 
@@ -14,10 +14,11 @@ absl::Status InitLogging(const std::string& level) {
   const spdlog::level::level_enum parsed = spdlog::level::from_str(level);
   // from_str maps unknown names to "off"; only "off" itself may mean that.
   if (parsed == spdlog::level::off && level != "off") {
-    return Refusal(Reason::kBadLogLevel,absl::StrFormat(
-        "--log-level=%s is not a level. Fix: use trace, debug, "
-        "info, warn, error, critical or off.",
-        level));
+    return Refusal(
+        Reason::kBadLogLevel,
+        absl::StrFormat("--log-level=%s is not a level. Fix: use trace, debug, "
+                        "info, warn, error, critical or off.",
+                        level));
   }
   spdlog::set_level(parsed);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%n] %v");

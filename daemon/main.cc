@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
   options.queue_count = absl::GetFlag(FLAGS_queue_count);
   options.config_path = absl::GetFlag(FLAGS_config);
   options.ticket_lifetime_ms = absl::GetFlag(FLAGS_ticket_lifetime_ms);
-  options.remote_session_lease_ms = absl::GetFlag(FLAGS_remote_session_lease_ms);
+  options.remote_session_lease_ms =
+      absl::GetFlag(FLAGS_remote_session_lease_ms);
   options.stop_timeout_ms = absl::GetFlag(FLAGS_stop_timeout_ms);
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
@@ -82,7 +83,8 @@ int main(int argc, char** argv) {
   options.tls_client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
   const std::string mode = absl::GetFlag(FLAGS_socket_mode);
   char* end = nullptr;
-  options.socket_mode = static_cast<unsigned>(std::strtoul(mode.c_str(), &end, 8));
+  options.socket_mode =
+      static_cast<unsigned>(std::strtoul(mode.c_str(), &end, 8));
   if (mode.empty() || *end != '\0' || options.socket_mode > 0777) {
     std::fprintf(stderr,
                  "hrxd: bad_socket_mode: --socket_mode=%s is not an octal "

@@ -16,7 +16,8 @@
 namespace hrx::daemon {
 namespace {
 
-void Gauge(std::string& out, const char* name, const char* help, uint64_t value) {
+void Gauge(std::string& out, const char* name, const char* help,
+           uint64_t value) {
   absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name,
                   " gauge\n", name, " ", value, "\n");
 }
@@ -54,8 +55,8 @@ std::string RenderMetrics(Core& core, bool per_tenant) {
   Gauge(out, "hrxd_kernels", "Loaded kernels.", s.kernels);
   Gauge(out, "hrxd_bytes_in_use", "Device bytes held by allocations.",
         s.bytes_in_use);
-  Gauge(out, "hrxd_device_memory_bytes", "Device memory the daemon may hand out.",
-        s.device.memory_bytes);
+  Gauge(out, "hrxd_device_memory_bytes",
+        "Device memory the daemon may hand out.", s.device.memory_bytes);
   Counter(out, "hrxd_commands_submitted_total", "Commands enqueued.",
           s.commands_submitted);
   const std::pair<const char*, StoreStats> caches[] = {
@@ -142,10 +143,11 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
       inet_pton(AF_INET, address.substr(0, colon).c_str(), &host) != 1 ||
       !absl::SimpleAtoi(address.substr(colon + 1), &port) || port <= 0 ||
       port > 65535) {
-    return Refusal(Reason::kBadMetricsAddress,absl::StrFormat(
-        "--metrics_listen=%s is not IPV4:PORT. Fix: pass "
-        "e.g. 127.0.0.1:9464.",
-        address));
+    return Refusal(
+        Reason::kBadMetricsAddress,
+        absl::StrFormat("--metrics_listen=%s is not IPV4:PORT. Fix: pass "
+                        "e.g. 127.0.0.1:9464.",
+                        address));
   }
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   const int one = 1;
@@ -158,9 +160,9 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
       listen(fd, 16) != 0) {
     const std::string error = std::strerror(errno);
     close(fd);
-    return Refusal(Reason::kMetricsListenFailed,absl::StrFormat(
-        "%s: %s. Fix: pick a free port.", address,
-        error));
+    return Refusal(
+        Reason::kMetricsListenFailed,
+        absl::StrFormat("%s: %s. Fix: pick a free port.", address, error));
   }
   auto server =
       std::unique_ptr<MetricsServer>(new MetricsServer(core, per_tenant));

@@ -24,13 +24,12 @@
 #include "daemon/server/server.h"
 #include "daemon/socket_guard.h"
 #include "shared/bytes.h"
+#include "shared/refusal.h"
 #include "shared/socket_path.h"
 #include "shared/status_macros.h"
-#include "shared/refusal.h"
 
 namespace hrx::daemon {
 namespace {
-
 
 // Raises the soft open-file limit to the hard one: every buffer, export and
 // connection costs a descriptor, and each is budgeted against this. Only
@@ -48,9 +47,10 @@ void RaiseOpenFileLimit(spdlog::logger& log) {
     }
   }
   if (limit.rlim_cur < kRecommendedOpenFiles) {
-    log.warn("the open-file limit is {} (recommended at least {}): clients "
-             "may exhaust it sooner than their budgets; set LimitNOFILE",
-             limit.rlim_cur, kRecommendedOpenFiles);
+    log.warn(
+        "the open-file limit is {} (recommended at least {}): clients "
+        "may exhaust it sooner than their budgets; set LimitNOFILE",
+        limit.rlim_cur, kRecommendedOpenFiles);
   }
 }
 
@@ -70,10 +70,11 @@ absl::StatusOr<std::string> ReadPem(const std::string& path,
   std::stringstream text;
   text << in.rdbuf();
   if (!in || text.str().empty()) {
-    return Refusal(Reason::kTlsFileUnreadable,absl::StrFormat(
-        "--%s=%s cannot be read. Fix: pass a readable "
-        "PEM file.",
-        flag, path));
+    return Refusal(
+        Reason::kTlsFileUnreadable,
+        absl::StrFormat("--%s=%s cannot be read. Fix: pass a readable "
+                        "PEM file.",
+                        flag, path));
   }
   return text.str();
 }
@@ -82,22 +83,23 @@ absl::StatusOr<RemoteListener> ReadRemoteListener(
     const DaemonOptions& options) {
   if (options.tls_cert_path.empty() || options.tls_key_path.empty() ||
       options.tls_client_ca_path.empty()) {
-    return Refusal(Reason::kTlsRequired,absl::StrFormat(
-        "--listen=%s: remote access needs TLS with client "
-        "certificates. Fix: also pass --tls_cert, --tls_key and "
-        "--tls_client_ca, or drop --listen.",
-        options.listen_address));
+    return Refusal(Reason::kTlsRequired,
+                   absl::StrFormat(
+                       "--listen=%s: remote access needs TLS with client "
+                       "certificates. Fix: also pass --tls_cert, --tls_key and "
+                       "--tls_client_ca, or drop --listen.",
+                       options.listen_address));
   }
   RemoteListener remote;
   remote.address = options.listen_address;
   HRX_ASSIGN_OR_RETURN(remote.cert_pem,
                        ReadPem(options.tls_cert_path, "tls_cert"));
-  HRX_ASSIGN_OR_RETURN(remote.key_pem, ReadPem(options.tls_key_path, "tls_key"));
+  HRX_ASSIGN_OR_RETURN(remote.key_pem,
+                       ReadPem(options.tls_key_path, "tls_key"));
   HRX_ASSIGN_OR_RETURN(remote.client_ca_pem,
                        ReadPem(options.tls_client_ca_path, "tls_client_ca"));
   return remote;
 }
-
 
 // The socket systemd passed (socket activation), if any, and its path.
 struct Activation {
@@ -142,20 +144,22 @@ absl::Status Run(const DaemonOptions& options) {
   RaiseOpenFileLimit(*log);
   Notifier notifier;
   if (options.queue_count == 0) {
-    return Refusal(Reason::kBadQueueCount, "--queue_count=0: the queue pool needs at least one "
-        "queue. Fix: pass a positive --queue_count (default 8).");
+    return Refusal(Reason::kBadQueueCount,
+                   "--queue_count=0: the queue pool needs at least one "
+                   "queue. Fix: pass a positive --queue_count (default 8).");
   }
   const Activation activation = InheritedSocket();
-  const std::string socket_path =
-      activation.fd >= 0 ? activation.path
-      : options.socket_path.empty() ? shared::DefaultSocketPath()
-                                    : options.socket_path;
+  const std::string socket_path = activation.fd >= 0 ? activation.path
+                                  : options.socket_path.empty()
+                                      ? shared::DefaultSocketPath()
+                                      : options.socket_path;
   std::shared_ptr<TenantRegistry> tenants;
   if (options.config_path.empty()) {
     tenants = TenantRegistry::BuiltIn(geteuid());
-    log->info("no --config: uid {} is admin tenant \"local\", everyone else "
-              "tenant \"default\", no budgets",
-              geteuid());
+    log->info(
+        "no --config: uid {} is admin tenant \"local\", everyone else "
+        "tenant \"default\", no budgets",
+        geteuid());
   } else {
     HRX_ASSIGN_OR_RETURN(tenants, TenantRegistry::Load(options.config_path));
   }
@@ -173,9 +177,9 @@ absl::Status Run(const DaemonOptions& options) {
   auto backend_log = Logger("backend");
   HRX_ASSIGN_OR_RETURN(
       std::unique_ptr<backend::Backend> backend,
-      backend::OpenBackend({options.backend, options.cpu_memory_bytes,
-                            options.gpu_device},
-                           *backend_log));
+      backend::OpenBackend(
+          {options.backend, options.cpu_memory_bytes, options.gpu_device},
+          *backend_log));
   const backend::DeviceProperties properties = backend->properties();
   CoreOptions core_options;
   core_options.queue_count = options.queue_count;
@@ -203,14 +207,16 @@ absl::Status Run(const DaemonOptions& options) {
                   : options.metrics_address);
   }
 
-  log->info("hrxd listening on unix:{}{} (backend {}, device \"{}\", target "
-            "{}, {} of device memory, {} queues)",
-            socket_path, activation.fd >= 0 ? " (socket activation)" : "",
-            properties.backend, properties.name, properties.target,
-            shared::FormatBytes(properties.memory_bytes), options.queue_count);
-  std::printf("hrxd is listening on %s\ntry:  bazel-bin/client/hrxctl "
-              "--socket=%s status\n",
-              socket_path.c_str(), socket_path.c_str());
+  log->info(
+      "hrxd listening on unix:{}{} (backend {}, device \"{}\", target "
+      "{}, {} of device memory, {} queues)",
+      socket_path, activation.fd >= 0 ? " (socket activation)" : "",
+      properties.backend, properties.name, properties.target,
+      shared::FormatBytes(properties.memory_bytes), options.queue_count);
+  std::printf(
+      "hrxd is listening on %s\ntry:  bazel-bin/client/hrxctl "
+      "--socket=%s status\n",
+      socket_path.c_str(), socket_path.c_str());
   std::fflush(stdout);
   notifier.Ready(StatusLine(*core));
 
@@ -252,9 +258,8 @@ absl::Status Run(const DaemonOptions& options) {
                      : "Every command on it fails until hrxd restarts.");
       if (options.exit_on_device_loss) break;
     }
-    const std::string status = device_lost.ok()
-                                   ? StatusLine(*core)
-                                   : "device lost; restart hrxd";
+    const std::string status =
+        device_lost.ok() ? StatusLine(*core) : "device lost; restart hrxd";
     if (watchdog) notifier.Watchdog();
     notifier.Status(status);
   }
@@ -267,10 +272,11 @@ absl::Status Run(const DaemonOptions& options) {
     server.reset();
     core.reset();
     guard.reset();
-    return Refusal(Reason::kDeviceLost,absl::StrCat(
-        "", std::string(device_lost.message()),
-        " Fix: let systemd restart hrxd (Restart=on-failure), and check the "
-        "kernel that faulted."));
+    return Refusal(Reason::kDeviceLost,
+                   absl::StrCat("", std::string(device_lost.message()),
+                                " Fix: let systemd restart hrxd "
+                                "(Restart=on-failure), and check the "
+                                "kernel that faulted."));
   }
   log->info("received {}: no longer accepting calls, draining queued work",
             stop_signal == SIGINT ? "SIGINT" : "SIGTERM");

@@ -12,22 +12,22 @@
 namespace hrx::daemon {
 
 struct DaemonOptions {
-  std::string socket_path;          // empty: shared::DefaultSocketPath()
-  std::string backend = "auto";     // auto, cpu or hip
+  std::string socket_path;       // empty: shared::DefaultSocketPath()
+  std::string backend = "auto";  // auto, cpu or hip
   std::string log_level = "info";
-  uint64_t cpu_memory_bytes = 0;    // 0: half of physical memory
-  int gpu_device = 0;               // the HIP runtime's device ordinal
+  uint64_t cpu_memory_bytes = 0;  // 0: half of physical memory
+  int gpu_device = 0;             // the HIP runtime's device ordinal
   // Stop (exit 1, for systemd to restart hrxd) once the device is lost.
   bool exit_on_device_loss = false;
-  uint32_t queue_count = 8;         // size of the native queue pool
-  std::string config_path;          // tenants and budgets; empty: built-in
+  uint32_t queue_count = 8;            // size of the native queue pool
+  std::string config_path;             // tenants and budgets; empty: built-in
   int64_t ticket_lifetime_ms = 10000;  // export tickets stay redeemable
   int64_t remote_session_lease_ms = 120000;  // see kRemoteSessionLeaseSeconds
   // SIGTERM: half for calls in progress, half for queued work; then exit.
   int64_t stop_timeout_ms = 20000;
-  unsigned socket_mode = 0660;      // others' bits open the directory too
+  unsigned socket_mode = 0660;  // others' bits open the directory too
   // Remote access: all four or none (the daemon refuses TCP without TLS).
-  std::string listen_address;       // HOST:PORT
+  std::string listen_address;  // HOST:PORT
   std::string tls_cert_path, tls_key_path, tls_client_ca_path;
   // Prometheus text metrics over HTTP on HOST:PORT; empty: off.
   std::string metrics_address;

@@ -18,7 +18,6 @@
 namespace hrx::daemon {
 namespace {
 
-
 std::string Errno(int error) { return std::strerror(error); }
 
 std::string Dirname(const std::string& path) {
@@ -30,32 +29,38 @@ std::string Dirname(const std::string& path) {
 
 absl::Status PrepareDirectory(const std::string& dir, mode_t mode) {
   if (mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) {
-    return Refusal(Reason::kSocketDirFailed,absl::StrFormat(
-        "cannot create socket directory %s: %s. Fix: "
-        "create its parent or pass --socket in a writable directory.",
-        dir, Errno(errno)));
+    return Refusal(
+        Reason::kSocketDirFailed,
+        absl::StrFormat(
+            "cannot create socket directory %s: %s. Fix: "
+            "create its parent or pass --socket in a writable directory.",
+            dir, Errno(errno)));
   }
   struct stat info {};
   if (lstat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
-    return Refusal(Reason::kSocketDirFailed,absl::StrFormat(
-        "%s is not a directory. Fix: remove it or pass "
-        "--socket elsewhere.",
-        dir));
+    return Refusal(
+        Reason::kSocketDirFailed,
+        absl::StrFormat("%s is not a directory. Fix: remove it or pass "
+                        "--socket elsewhere.",
+                        dir));
   }
   // Someone else's directory (say, a pre-created /tmp/hrxd-UID) could let
   // them swap the socket: refuse rather than trust it.
   if (info.st_uid != geteuid()) {
-    return Refusal(Reason::kSocketDirForeign,absl::StrFormat(
-        "socket directory %s belongs to uid %u, not to "
-        "this daemon's uid %u. Fix: remove the directory or pass --socket "
-        "in a directory you own.",
-        dir, info.st_uid, geteuid()));
+    return Refusal(
+        Reason::kSocketDirForeign,
+        absl::StrFormat(
+            "socket directory %s belongs to uid %u, not to "
+            "this daemon's uid %u. Fix: remove the directory or pass --socket "
+            "in a directory you own.",
+            dir, info.st_uid, geteuid()));
   }
   if ((info.st_mode & 0777) != mode && chmod(dir.c_str(), mode) != 0) {
-    return Refusal(Reason::kSocketDirFailed,absl::StrFormat(
-        "chmod %o %s: %s. Fix: check the directory's "
-        "ownership.",
-        mode, dir, Errno(errno)));
+    return Refusal(
+        Reason::kSocketDirFailed,
+        absl::StrFormat("chmod %o %s: %s. Fix: check the directory's "
+                        "ownership.",
+                        mode, dir, Errno(errno)));
   }
   return absl::OkStatus();
 }
@@ -90,10 +95,12 @@ absl::StatusOr<std::unique_ptr<SocketGuard>> SocketGuard::Claim(
     const std::string& socket_path, unsigned socket_mode) {
   if (socket_path.empty() ||
       socket_path.size() >= sizeof(sockaddr_un{}.sun_path)) {
-    return Refusal(Reason::kSocketPathTooLong,absl::StrFormat(
-        "socket path %s is %u bytes; a Unix socket path "
-        "must be 1 to %u bytes. Fix: pass a shorter --socket.",
-        socket_path, socket_path.size(), sizeof(sockaddr_un{}.sun_path) - 1));
+    return Refusal(
+        Reason::kSocketPathTooLong,
+        absl::StrFormat("socket path %s is %u bytes; a Unix socket path "
+                        "must be 1 to %u bytes. Fix: pass a shorter --socket.",
+                        socket_path, socket_path.size(),
+                        sizeof(sockaddr_un{}.sun_path) - 1));
   }
   const mode_t dir_mode = (socket_mode & 0007) != 0 ? 0711 : 0700;
   if (absl::Status dir = PrepareDirectory(Dirname(socket_path), dir_mode);
@@ -104,34 +111,38 @@ absl::StatusOr<std::unique_ptr<SocketGuard>> SocketGuard::Claim(
   const int lock_fd =
       open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd < 0) {
-    return Refusal(Reason::kSocketLockFailed,absl::StrFormat(
-        "open %s: %s. Fix: check the socket directory's "
-        "permissions.",
-        lock_path, Errno(errno)));
+    return Refusal(
+        Reason::kSocketLockFailed,
+        absl::StrFormat("open %s: %s. Fix: check the socket directory's "
+                        "permissions.",
+                        lock_path, Errno(errno)));
   }
   if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     const std::string holder = ReadHolderPid(lock_fd);
     close(lock_fd);
-    return Refusal(Reason::kSocketInUse,absl::StrFormat(
-        "another hrxd (pid %s) holds %s. Fix: stop that daemon "
-        "or pass a different --socket.",
-        holder, socket_path));
+    return Refusal(
+        Reason::kSocketInUse,
+        absl::StrFormat("another hrxd (pid %s) holds %s. Fix: stop that daemon "
+                        "or pass a different --socket.",
+                        holder, socket_path));
   }
   // The lock is ours, so a socket file left here belongs to a dead daemon,
   // unless something other than hrxd listens on it.
   if (SomeoneListens(socket_path)) {
     close(lock_fd);
-    return Refusal(Reason::kSocketInUse,absl::StrFormat(
-        "a process that is not an hrxd is listening on %s. "
-        "Fix: stop it or pass a different --socket.",
-        socket_path));
+    return Refusal(
+        Reason::kSocketInUse,
+        absl::StrFormat("a process that is not an hrxd is listening on %s. "
+                        "Fix: stop it or pass a different --socket.",
+                        socket_path));
   }
   if (unlink(socket_path.c_str()) != 0 && errno != ENOENT) {
     close(lock_fd);
-    return Refusal(Reason::kSocketStale,absl::StrFormat(
-        "cannot remove stale socket %s: %s. Fix: remove it by "
-        "hand.",
-        socket_path, Errno(errno)));
+    return Refusal(
+        Reason::kSocketStale,
+        absl::StrFormat("cannot remove stale socket %s: %s. Fix: remove it by "
+                        "hand.",
+                        socket_path, Errno(errno)));
   }
   const std::string pid = absl::StrCat(getpid(), "\n");
   if (ftruncate(lock_fd, 0) != 0 ||

@@ -25,7 +25,8 @@ struct KernelArg {
 // in both kernel ABIs) and `size`: a scalar of 4 or 8 bytes or a buffer of
 // size 0; nothing for any other pair.
 inline std::optional<KernelArg> DeclaredArg(uint8_t kind, uint32_t size) {
-  if (kind == static_cast<uint8_t>(ArgKind::kScalar) && (size == 4 || size == 8)) {
+  if (kind == static_cast<uint8_t>(ArgKind::kScalar) &&
+      (size == 4 || size == 8)) {
     return KernelArg{ArgKind::kScalar, size};
   }
   if (kind == static_cast<uint8_t>(ArgKind::kBuffer) && size == 0) {

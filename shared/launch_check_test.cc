@@ -43,8 +43,8 @@ TEST(CheckLaunchShape, BlockLimitIsInclusiveAndCannotWrap) {
 
 TEST(CheckArguments, ComparesConstantBytesAndBindingsWithTheSignature) {
   KernelSignature signature;
-  signature.args = {{ArgKind::kScalar, 4}, {ArgKind::kScalar, 8},
-                    {ArgKind::kBuffer, 0}};
+  signature.args = {
+      {ArgKind::kScalar, 4}, {ArgKind::kScalar, 8}, {ArgKind::kBuffer, 0}};
   EXPECT_EQ(ConstantBytes(signature), 12u);
   EXPECT_EQ(BindingCount(signature), 1u);
   EXPECT_THAT(CheckArguments("t", signature, 12, 1), IsOk());

@@ -25,8 +25,8 @@ TEST(RefusalTest, CarriesTheCataloguedCodeTokenAndPayload) {
 }
 
 TEST(RefusalTest, AnOverriddenCodeKeepsTheReason) {
-  const absl::Status status = Refusal(Reason::kHipError, "x. Fix: y.",
-                                      absl::StatusCode::kUnavailable);
+  const absl::Status status =
+      Refusal(Reason::kHipError, "x. Fix: y.", absl::StatusCode::kUnavailable);
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(ReasonOf(status), Reason::kHipError);
 }
@@ -86,12 +86,13 @@ std::string ExpectedTables() {
       if (info.origin != origin) continue;
       by_code[absl::StatusCodeToString(info.code)].push_back(info.token);
     }
-    absl::StrAppend(&text, std::string(OriginHeading(origin)), "\n\n| code | reasons |\n",
-                    "|---|---|\n");
+    absl::StrAppend(&text, std::string(OriginHeading(origin)),
+                    "\n\n| code | reasons |\n", "|---|---|\n");
     for (const auto& [code, tokens] : by_code) {
       absl::StrAppend(&text, "| ", code, " |");
       for (size_t i = 0; i < tokens.size(); ++i) {
-        absl::StrAppend(&text, i == 0 ? " `" : ", `", std::string(tokens[i]), "`");
+        absl::StrAppend(&text, i == 0 ? " `" : ", `", std::string(tokens[i]),
+                        "`");
       }
       absl::StrAppend(&text, " |\n");
     }

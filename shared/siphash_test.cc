@@ -17,7 +17,8 @@ SipKey ReferenceKey() {
 // message 00..(n-1)).
 TEST(SipHash24, MatchesTheReferenceVectors) {
   std::vector<uint8_t> message;
-  EXPECT_EQ(SipHash24(ReferenceKey(), message.data(), 0), 0x726fdb47dd0e0e31ULL);
+  EXPECT_EQ(SipHash24(ReferenceKey(), message.data(), 0),
+            0x726fdb47dd0e0e31ULL);
   for (int i = 0; i < 15; ++i) message.push_back(static_cast<uint8_t>(i));
   EXPECT_EQ(SipHash24(ReferenceKey(), message.data(), 15),
             0xa129ca6149be45e5ULL);

@@ -72,18 +72,22 @@ absl::Status CheckTrustedSocket(const std::string& path) {
   if (stat(dir.c_str(), &dir_info) != 0) return absl::OkStatus();
   const std::vector<uid_t> owners = TrustedOwners();
   const auto refuse = [&](const std::string& what, uid_t owner) {
-    return Refusal(Reason::kUntrustedSocket,absl::StrFormat(
-        "%s belongs to uid %u, which is neither root, you "
-        "(uid %u) nor the daemon's user \"%s\": anyone could have put it "
-        "there to impersonate hrxd. Fix: remove it and start hrxd again, or "
-        "connect to the system daemon's %s.",
-        what, owner, getuid(), kDaemonUser, kSystemSocketPath));
+    return Refusal(
+        Reason::kUntrustedSocket,
+        absl::StrFormat(
+            "%s belongs to uid %u, which is neither root, you "
+            "(uid %u) nor the daemon's user \"%s\": anyone could have put it "
+            "there to impersonate hrxd. Fix: remove it and start hrxd again, "
+            "or "
+            "connect to the system daemon's %s.",
+            what, owner, getuid(), kDaemonUser, kSystemSocketPath));
   };
   if (!S_ISSOCK(socket_info.st_mode)) {
-    return Refusal(Reason::kUntrustedSocket,absl::StrFormat(
-        "%s is not a socket. Fix: point --socket or %s at "
-        "the socket hrxd prints.",
-        path, kSocketEnvVar));
+    return Refusal(
+        Reason::kUntrustedSocket,
+        absl::StrFormat("%s is not a socket. Fix: point --socket or %s at "
+                        "the socket hrxd prints.",
+                        path, kSocketEnvVar));
   }
   if (!Trusted(socket_info.st_uid, owners)) {
     return refuse("the socket " + path, socket_info.st_uid);
@@ -92,10 +96,12 @@ absl::Status CheckTrustedSocket(const std::string& path) {
     return refuse("its directory " + dir, dir_info.st_uid);
   }
   if ((dir_info.st_mode & 0022) != 0 && (dir_info.st_mode & S_ISVTX) == 0) {
-    return Refusal(Reason::kUntrustedSocket,absl::StrFormat(
-        "the directory %s (mode %o) lets others replace the "
-        "socket. Fix: make it writable only by its owner (chmod go-w).",
-        dir, dir_info.st_mode & 07777));
+    return Refusal(
+        Reason::kUntrustedSocket,
+        absl::StrFormat(
+            "the directory %s (mode %o) lets others replace the "
+            "socket. Fix: make it writable only by its owner (chmod go-w).",
+            dir, dir_info.st_mode & 07777));
   }
   return absl::OkStatus();
 }

@@ -12,10 +12,12 @@ absl::Status CheckSpan(std::string_view what, uint64_t offset, uint64_t length,
   if (offset <= capacity && length <= capacity - offset) {
     return absl::OkStatus();
   }
-  return Refusal(Reason::kViewOutOfRange,absl::StrFormat(
-      "%s: span offset %u + length %u exceeds the buffer's "
-      "%u bytes. Fix: keep offset + length within the buffer's size.",
-      what, offset, length, capacity));
+  return Refusal(
+      Reason::kViewOutOfRange,
+      absl::StrFormat(
+          "%s: span offset %u + length %u exceeds the buffer's "
+          "%u bytes. Fix: keep offset + length within the buffer's size.",
+          what, offset, length, capacity));
 }
 
 bool SpansOverlap(uint64_t a, uint64_t b, uint64_t length) {

@@ -11,8 +11,9 @@
 namespace hrx::shared {
 
 // OK when [offset, offset + length) lies within [0, capacity), computed
-// without wrapping. Otherwise INVALID_ARGUMENT with reason token "view_out_of_range"
-// naming all three numbers; `what` names the operation ("fill dst").
+// without wrapping. Otherwise INVALID_ARGUMENT with reason token
+// "view_out_of_range" naming all three numbers; `what` names the operation
+// ("fill dst").
 absl::Status CheckSpan(std::string_view what, uint64_t offset, uint64_t length,
                        uint64_t capacity);
 

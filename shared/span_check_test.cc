@@ -23,12 +23,12 @@ TEST(CheckSpan, AcceptsSpansWithinCapacityIncludingEmptyAtTheEnd) {
 }
 
 TEST(CheckSpan, RefusesSpansPastTheEndNamingTheNumbers) {
-  EXPECT_THAT(CheckSpan("fill dst", 8, 9, 16),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("view_out_of_range"),
-                             HasSubstr("fill dst"), HasSubstr("offset 8"),
-                             HasSubstr("length 9"), HasSubstr("16 bytes"),
-                             HasSubstr("Fix:"))));
+  EXPECT_THAT(
+      CheckSpan("fill dst", 8, 9, 16),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("view_out_of_range"), HasSubstr("fill dst"),
+                     HasSubstr("offset 8"), HasSubstr("length 9"),
+                     HasSubstr("16 bytes"), HasSubstr("Fix:"))));
   EXPECT_THAT(CheckSpan("t", 17, 0, 16),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("17")));
 }
@@ -41,7 +41,9 @@ TEST(CheckSpan, RefusesSpansWhoseEndWouldWrapPast2To64) {
   EXPECT_THAT(CheckSpan("t", 8, kMax, 4096),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("view_out_of_range")));
-  EXPECT_THAT(CheckSpan("t", kMax, 1, kMax), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("view_out_of_range")));
+  EXPECT_THAT(CheckSpan("t", kMax, 1, kMax),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("view_out_of_range")));
   EXPECT_THAT(CheckSpan("t", kMax, 0, kMax), IsOk());
 }
 

@@ -25,9 +25,8 @@ MATCHER_P2(StatusIs, code, message_matcher,
   const absl::Status& status = ::hrx::shared::GetStatus(arg);
   *result_listener << "which is " << status.ToString();
   return status.code() == code &&
-         ::testing::ExplainMatchResult(message_matcher,
-                                       std::string(status.message()),
-                                       result_listener);
+         ::testing::ExplainMatchResult(
+             message_matcher, std::string(status.message()), result_listener);
 }
 
 MATCHER(IsOk, "is OK") {

@@ -32,9 +32,9 @@
 #include "client/internal/connection.h"
 #include "client/internal/fd_channel.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/impl/codegen/client_unary_call.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
-#include "grpcpp/impl/codegen/client_unary_call.h"
 #include "hrx/v1/buffer.grpc.pb.h"
 #include "hrx/v1/kernel.grpc.pb.h"
 #include "hrx/v1/session.grpc.pb.h"
@@ -198,8 +198,8 @@ int LoadKernel(const std::string& socket, const std::string& code) {
   auto kernels = hrx::v1::Kernels::NewStub(raw.channel);
   auto context = raw.Context();
   hrx::v1::LoadKernelResponse response;
-  Say("load_kernel", StatusText(hrx::shared::FromGrpcStatus(
-                         kernels->LoadKernel(context.get(), request, &response))));
+  Say("load_kernel", StatusText(hrx::shared::FromGrpcStatus(kernels->LoadKernel(
+                         context.get(), request, &response))));
   return 0;
 }
 
@@ -242,7 +242,7 @@ int BigBatch(const std::string& socket, uint64_t count) {
   for (uint64_t i = 0; i < count; ++i) bytes.append("\x12\x00", 2);
   Say("request_bytes", absl::StrCat(bytes.size()));
   Say("submit", StatusText(RawCall(raw.channel, "/hrx.v1.Streams/Submit",
-                             SessionText(raw), bytes)));
+                                   SessionText(raw), bytes)));
   return 0;
 }
 
@@ -294,8 +294,8 @@ int Forge(const std::string& socket, uint64_t count) {
   for (uint64_t i = 0; i < count; ++i) {
     hrx::v1::Handle forged = genuine;
     forged.set_tag(random());
-    tally("forged", mine.Submit(hrx::testing::FillRequest(stream, forged, 0,
-                                                         16, 1)));
+    tally("forged",
+          mine.Submit(hrx::testing::FillRequest(stream, forged, 0, 16, 1)));
   }
   const hrx::v1::Handle foreign = *other.Allocate(16);
   tally("foreign",
@@ -349,9 +349,11 @@ struct Redeemed {
   hrx::shared::UniqueFd fd;
 };
 std::optional<Redeemed> AllocateAndRedeem(RawSession& raw, uint64_t bytes) {
-  if (!raw.open_status.ok()) return Say("open", StatusText(raw.open_status)), std::nullopt;
+  if (!raw.open_status.ok())
+    return Say("open", StatusText(raw.open_status)), std::nullopt;
   auto buffer = raw.Allocate(bytes, hrx::v1::PLACEMENT_SHARED);
-  if (!buffer.ok()) return Say("allocate", StatusText(buffer.status())), std::nullopt;
+  if (!buffer.ok())
+    return Say("allocate", StatusText(buffer.status())), std::nullopt;
   Redeemed redeemed;
   auto context = raw.Context();
   hrx::v1::ExportRequest request;
@@ -383,14 +385,16 @@ int KeepMapping(const std::string& socket, uint64_t bytes) {
   auto redeemed = AllocateAndRedeem(raw, bytes);
   if (!redeemed) return 1;
   const hrx::v1::ExportResponse& exported = redeemed->exported;
-  void* mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                      redeemed->fd.get(), static_cast<off_t>(exported.offset()));
+  void* mapped =
+      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+           redeemed->fd.get(), static_cast<off_t>(exported.offset()));
   if (mapped == MAP_FAILED) return Say("map", "failed"), 1;
   static_cast<volatile uint8_t*>(mapped)[0] = 1;
   auto context = raw.Context();
   hrx::v1::CloseSessionResponse closed;
-  Say("close", StatusText(hrx::shared::FromGrpcStatus(raw.sessions->CloseSession(
-                   context.get(), hrx::v1::CloseSessionRequest(), &closed))));
+  Say("close",
+      StatusText(hrx::shared::FromGrpcStatus(raw.sessions->CloseSession(
+          context.get(), hrx::v1::CloseSessionRequest(), &closed))));
   return 0;  // holds the mapping (and the descriptor) until released
 }
 
@@ -404,8 +408,9 @@ int ForkHolder(const std::string& socket, uint64_t bytes,
   auto redeemed = AllocateAndRedeem(raw, bytes);
   if (!redeemed) return 1;
   const hrx::v1::ExportResponse& exported = redeemed->exported;
-  void* mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                      redeemed->fd.get(), static_cast<off_t>(exported.offset()));
+  void* mapped =
+      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+           redeemed->fd.get(), static_cast<off_t>(exported.offset()));
   if (mapped == MAP_FAILED) return Say("map", "failed"), 1;
   Say("release", StatusText(ReleaseExport(raw, exported.export_id())));
   const pid_t child = fork();
@@ -449,8 +454,8 @@ int main(int argc, char** argv) {
   std::ifstream kernel(Flag(argc, argv, "kernel"), std::ios::binary);
   const std::string kernel_code((std::istreambuf_iterator<char>(kernel)),
                                 std::istreambuf_iterator<char>());
-  if (uid != 0 && (setgroups(0, nullptr) != 0 || setgid(uid) != 0 ||
-                   setuid(uid) != 0)) {
+  if (uid != 0 &&
+      (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0)) {
     Say("error", "cannot switch to the requested uid (run as root)");
     return 2;
   }

@@ -51,11 +51,11 @@ class ClientDaemonTest : public ::testing::Test {
 TEST_F(ClientDaemonTest, TwoClientProcessesEachRoundTripTheirOwnBytes) {
   std::vector<Subprocess> workers;
   for (int seed : {11, 22}) {
-    workers.push_back(Subprocess::Start(
-        {RunfilePath("tests/client_worker"),
-         absl::StrCat("--socket=", daemon_->socket_path()),
-         absl::StrCat("--seed=", seed)},
-        daemon_->dir()));
+    workers.push_back(
+        Subprocess::Start({RunfilePath("tests/client_worker"),
+                           absl::StrCat("--socket=", daemon_->socket_path()),
+                           absl::StrCat("--seed=", seed)},
+                          daemon_->dir()));
   }
   for (Subprocess& worker : workers) {
     EXPECT_EQ(worker.Wait(), 0) << worker.Stderr();
@@ -63,8 +63,7 @@ TEST_F(ClientDaemonTest, TwoClientProcessesEachRoundTripTheirOwnBytes) {
   }
   // Each worker closed its session on exit: only this test's session is left.
   stream_.reset();
-  const hrx::v1::GetStatusResponse status =
-      QueryStatus(daemon_->socket_path());
+  const hrx::v1::GetStatusResponse status = QueryStatus(daemon_->socket_path());
   EXPECT_EQ(status.sessions(), 1u);
   EXPECT_EQ(status.buffers(), 0u);
   EXPECT_EQ(status.bytes_in_use(), 0u);
@@ -76,8 +75,8 @@ TEST_F(ClientDaemonTest, DeviceReportsTheTestBackend) {
   EXPECT_EQ(device->info().backend, TestBackend());
   EXPECT_GT(device->info().memory_bytes, 0u);
   EXPECT_EQ(device->info().queue_count, 8u);
-  EXPECT_THAT(client_->OpenDevice(1),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("no_such_device")));
+  EXPECT_THAT(client_->OpenDevice(1), StatusIs(absl::StatusCode::kNotFound,
+                                               HasSubstr("no_such_device")));
 }
 
 TEST_F(ClientDaemonTest, OpenDeviceForRefusesAMismatchedTargetNamingTheFound) {
@@ -123,10 +122,10 @@ TEST_F(ClientDaemonTest, DaemonRefusesOutOfRangeAndWrappingViewsItself) {
   EXPECT_THAT(raw.Read(stream, buffer, 16, kMax),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("view_out_of_range: read src")));
-  EXPECT_THAT(raw.Submit(FillRequest(stream, buffer, 0, 1, 256)),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("fill_value_out_of_range"),
-                             HasSubstr("256"))));
+  EXPECT_THAT(
+      raw.Submit(FillRequest(stream, buffer, 0, 1, 256)),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("fill_value_out_of_range"), HasSubstr("256"))));
 }
 
 TEST_F(ClientDaemonTest, RefusedBatchRunsNothingOfIt) {
@@ -204,9 +203,9 @@ TEST_F(ClientDaemonTest, ClientRefusesUnequalOverlappingAndOversizedTransfers) {
   EXPECT_THAT(stream_->Copy(*buffer->Slice(0, 8), *buffer->Slice(8, 16)),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("copy_length_mismatch")));
-  EXPECT_THAT(stream_->Copy(*buffer->Slice(0, 16), *buffer->Slice(8, 16)),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("copy_overlap")));
+  EXPECT_THAT(
+      stream_->Copy(*buffer->Slice(0, 16), *buffer->Slice(8, 16)),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("copy_overlap")));
   std::vector<uint8_t> five(5);
   EXPECT_THAT(stream_->Upload(*buffer->Slice(0, 4), five),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -224,9 +223,9 @@ TEST_F(ClientDaemonTest, ViewsOfAnotherClientAreRefusedLocally) {
   ASSERT_THAT(other_stream.status(), IsOk());
   auto foreign = other_stream->Allocate(8);
   ASSERT_THAT(foreign.status(), IsOk());
-  EXPECT_THAT(stream_->Fill(foreign->Binding(), 1),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("foreign_view")));
+  EXPECT_THAT(
+      stream_->Fill(foreign->Binding(), 1),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("foreign_view")));
 }
 
 TEST_F(ClientDaemonTest, CallsWithoutASessionAreUnauthenticated) {
@@ -236,10 +235,10 @@ TEST_F(ClientDaemonTest, CallsWithoutASessionAreUnauthenticated) {
   hrx::v1::AllocateRequest request;
   request.set_bytes(8);
   hrx::v1::AllocateResponse response;
-  EXPECT_THAT(shared::FromGrpcStatus(
-                  stub->Allocate(&context, request, &response)),
-              StatusIs(absl::StatusCode::kUnauthenticated,
-                       AllOf(HasSubstr("no_session"), HasSubstr("Fix:"))));
+  EXPECT_THAT(
+      shared::FromGrpcStatus(stub->Allocate(&context, request, &response)),
+      StatusIs(absl::StatusCode::kUnauthenticated,
+               AllOf(HasSubstr("no_session"), HasSubstr("Fix:"))));
 }
 
 TEST(ClientWithoutDaemonTest, ConnectIsUnavailableNamingTheSocket) {
@@ -251,7 +250,8 @@ TEST(ClientWithoutDaemonTest, ConnectIsUnavailableNamingTheSocket) {
                              HasSubstr(socket_path), HasSubstr("Fix:"))));
 }
 
-TEST(DeviceMemoryLimitTest, AllocationsUpToTheLimitSucceedAndOneByteMoreIsRefused) {
+TEST(DeviceMemoryLimitTest,
+     AllocationsUpToTheLimitSucceedAndOneByteMoreIsRefused) {
   // The limit flag belongs to the cpu backend, so this daemon is always cpu.
   auto daemon =
       TestDaemon::Start({"--backend=cpu", "--cpu_memory_bytes=1048576"});
@@ -262,11 +262,11 @@ TEST(DeviceMemoryLimitTest, AllocationsUpToTheLimitSucceedAndOneByteMoreIsRefuse
   ASSERT_THAT(stream.status(), IsOk());
   auto all = stream->Allocate(1 << 20);
   ASSERT_THAT(all.status(), IsOk());
-  EXPECT_THAT(stream->Allocate(1),
-              StatusIs(absl::StatusCode::kResourceExhausted,
-                       AllOf(HasSubstr("device_memory_exhausted"),
-                             HasSubstr("1048576 + 1 > 1048576"),
-                             HasSubstr("Fix:"))));
+  EXPECT_THAT(
+      stream->Allocate(1),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               AllOf(HasSubstr("device_memory_exhausted"),
+                     HasSubstr("1048576 + 1 > 1048576"), HasSubstr("Fix:"))));
   ASSERT_THAT(all->Free(), IsOk());
   ASSERT_THAT(stream->Synchronize(), IsOk());
   EXPECT_THAT(stream->Allocate(1 << 20).status(), IsOk());

@@ -22,10 +22,10 @@ int Die(const std::string& what, const absl::Status& status) {
   return 1;
 }
 
-#define CHECK_OK(what, expr)                       \
-  do {                                             \
-    absl::Status s = (expr);                       \
-    if (!s.ok()) return Die(what, s);              \
+#define CHECK_OK(what, expr)          \
+  do {                                \
+    absl::Status s = (expr);          \
+    if (!s.ok()) return Die(what, s); \
   } while (false)
 
 uint64_t Flag(int argc, char** argv, const std::string& name,
@@ -55,9 +55,9 @@ std::string SocketFlag(int argc, char** argv) {
 int main(int argc, char** argv) {
   // Optionally run as another user (tests run as root and drop to a tenant).
   const uint64_t uid = Flag(argc, argv, "uid", 0);
-  if (uid != 0 && (setgroups(0, nullptr) != 0 ||
-                   setgid(static_cast<gid_t>(uid)) != 0 ||
-                   setuid(static_cast<uid_t>(uid)) != 0)) {
+  if (uid != 0 &&
+      (setgroups(0, nullptr) != 0 || setgid(static_cast<gid_t>(uid)) != 0 ||
+       setuid(static_cast<uid_t>(uid)) != 0)) {
     std::fprintf(stderr, "client_worker: cannot switch to uid %lu\n",
                  static_cast<unsigned long>(uid));
     return 2;

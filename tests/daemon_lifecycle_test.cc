@@ -14,8 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "shared/status_matchers.h"
 #include "hrx/client.h"
+#include "shared/status_matchers.h"
 #include "tests/client_fixture.h"
 #include "tests/raw_session.h"
 #include "tests/subprocess.h"
@@ -60,8 +60,8 @@ TEST(DaemonLifecycleTest, SocketDirectoryIs0700AndSocketIs0660) {
 TEST(DaemonLifecycleTest, SecondDaemonOnALiveSocketIsRefused) {
   auto first = TestDaemon::Start();
   ASSERT_THAT(first.status(), IsOk());
-  const RunResult second = RunToCompletion(
-      HrxdArgs((*first)->socket_path()), (*first)->dir());
+  const RunResult second =
+      RunToCompletion(HrxdArgs((*first)->socket_path()), (*first)->dir());
   EXPECT_EQ(second.exit_code, 1);
   EXPECT_THAT(second.err,
               AllOf(HasSubstr("socket_in_use"),
@@ -120,15 +120,16 @@ TEST(DaemonLifecycleTest, SigtermDrainsQueuedWorkExitsZeroAndRemovesSocket) {
 TEST(DaemonLifecycleTest, BadFlagsAreRefusedWithAFix) {
   const std::string dir = MakeShortTempDir();
   const std::string socket_path = dir + "/hrxd.sock";
-  const RunResult backend = RunToCompletion(
-      HrxdArgs(socket_path, {"--backend=quantum"}), dir);
+  const RunResult backend =
+      RunToCompletion(HrxdArgs(socket_path, {"--backend=quantum"}), dir);
   EXPECT_EQ(backend.exit_code, 1);
   EXPECT_THAT(backend.err, AllOf(HasSubstr("unknown_backend"),
                                  HasSubstr("quantum"), HasSubstr("Fix:")));
-  const RunResult level = RunToCompletion(
-      HrxdArgs(socket_path, {"--log-level=chatty"}), dir);
+  const RunResult level =
+      RunToCompletion(HrxdArgs(socket_path, {"--log-level=chatty"}), dir);
   EXPECT_EQ(level.exit_code, 1);
-  EXPECT_THAT(level.err, AllOf(HasSubstr("bad_log_level"), HasSubstr("chatty")));
+  EXPECT_THAT(level.err,
+              AllOf(HasSubstr("bad_log_level"), HasSubstr("chatty")));
   const std::string long_path = dir + "/" + std::string(120, 'x') + ".sock";
   const RunResult too_long = RunToCompletion(HrxdArgs(long_path), dir);
   EXPECT_EQ(too_long.exit_code, 1);
@@ -202,9 +203,9 @@ TEST(DaemonLifecycleTest, AGpuFaultStopsTheDaemonForARestartWhenAsked) {
     ASSERT_THAT(too_many.Push(uint32_t{1000}), IsOk());
     ASSERT_THAT(too_many.Push(1.0f), IsOk());
     const View binding = small->Binding();
-    ASSERT_THAT(stream->Dispatch(*add, {1, 1, 1}, {64, 1, 1}, too_many,
-                                 {&binding, 1}),
-                IsOk());
+    ASSERT_THAT(
+        stream->Dispatch(*add, {1, 1, 1}, {64, 1, 1}, too_many, {&binding, 1}),
+        IsOk());
     EXPECT_THAT(stream->Synchronize(),
                 shared::StatusIs(absl::StatusCode::kInternal,
                                  HasSubstr("kernel_failed")));

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/synchronization/notification.h"
+#include "client/internal/connection.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/descriptor.pb.h"
@@ -16,7 +17,6 @@
 #include "gtest/gtest.h"
 #include "shared/status_matchers.h"
 #include "tests/test_daemon.h"
-#include "client/internal/connection.h"
 
 namespace hrx::testing {
 namespace {
@@ -62,8 +62,7 @@ TEST_F(GenericClientTest, HealthServiceReportsServing) {
   grpc::health::v1::HealthCheckRequest request;  // "" = the whole server
   grpc::health::v1::HealthCheckResponse response;
   ASSERT_TRUE(stub->Check(&context, request, &response).ok());
-  EXPECT_EQ(response.status(),
-            grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
 }
 
 TEST_F(GenericClientTest, ReflectionListsEveryHrxService) {
@@ -75,8 +74,8 @@ TEST_F(GenericClientTest, ReflectionListsEveryHrxService) {
     names.push_back(service.name());
   }
   for (const char* expected :
-       {"hrx.v1.Sessions", "hrx.v1.Devices", "hrx.v1.Buffers",
-        "hrx.v1.Streams", "hrx.v1.DaemonStatus", "grpc.health.v1.Health"}) {
+       {"hrx.v1.Sessions", "hrx.v1.Devices", "hrx.v1.Buffers", "hrx.v1.Streams",
+        "hrx.v1.DaemonStatus", "grpc.health.v1.Health"}) {
     EXPECT_THAT(names, Contains(expected));
   }
 }

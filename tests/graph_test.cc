@@ -54,16 +54,17 @@ TEST_F(GraphTest, JoinsOrderIndependentBranchesBeforeTheirSuccessors) {
   Graph graph = stream_->BeginGraph();
   std::vector<Node> fills;
   for (int i = 0; i < kBranches; ++i) {
-    fills.push_back(*graph.Fill({}, parts[i].Binding(), static_cast<uint8_t>(i + 1)));
+    fills.push_back(
+        *graph.Fill({}, parts[i].Binding(), static_cast<uint8_t>(i + 1)));
   }
   auto join = graph.Join(fills);
   ASSERT_THAT(join.status(), IsOk());
   const Node after_join[] = {*join};
   for (int i = 0; i < kBranches; ++i) {
-    ASSERT_THAT(graph.Copy(after_join, *total.Slice(i * 4096, 4096),
-                           parts[i].Binding())
-                    .status(),
-                IsOk());
+    ASSERT_THAT(
+        graph.Copy(after_join, *total.Slice(i * 4096, 4096), parts[i].Binding())
+            .status(),
+        IsOk());
   }
   auto exec = graph.Finish();
   ASSERT_THAT(exec.status(), IsOk());
@@ -91,8 +92,9 @@ TEST_F(GraphTest, DispatchNodesRunKernels) {
                               {&binding, 1});
   ASSERT_THAT(first.status(), IsOk());
   const Node after[] = {*first};
-  ASSERT_THAT(graph.Dispatch(after, *add, {1, 1, 1}, {256, 1, 1}, constants,
-                             {&binding, 1})
+  ASSERT_THAT(graph
+                  .Dispatch(after, *add, {1, 1, 1}, {256, 1, 1}, constants,
+                            {&binding, 1})
                   .status(),
               IsOk());
   auto exec = graph.Finish();
@@ -112,13 +114,12 @@ TEST_F(GraphTest, RecordingRefusesBadNodes) {
   auto foreign = other.Fill({}, a.Binding(), 1);
   ASSERT_THAT(foreign.status(), IsOk());
   const Node from_other[] = {*foreign};
-  EXPECT_THAT(graph.Fill(from_other, a.Binding(), 1),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("foreign_node")));
+  EXPECT_THAT(
+      graph.Fill(from_other, a.Binding(), 1),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("foreign_node")));
   const Node past_end[] = {Node{graph.id(), 7}};
-  EXPECT_THAT(graph.Join(past_end),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("foreign_node")));
+  EXPECT_THAT(graph.Join(past_end), StatusIs(absl::StatusCode::kInvalidArgument,
+                                             HasSubstr("foreign_node")));
   EXPECT_THAT(graph.Fill({}, *a.Slice(0, 0), 1),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("bad_graph_node")));
@@ -136,9 +137,9 @@ TEST_F(GraphTest, NodeCapacityIsInclusive) {
   for (size_t i = 0; i < kMaxGraphNodes; ++i) {
     ASSERT_THAT(graph.Join({}).status(), IsOk()) << i;
   }
-  EXPECT_THAT(graph.Fill({}, a.Binding(), 1),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("graph_full")));
+  EXPECT_THAT(
+      graph.Fill({}, a.Binding(), 1),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("graph_full")));
   EXPECT_THAT(graph.Finish().status(), IsOk());
 }
 
@@ -228,9 +229,9 @@ TEST_F(GraphTest, AGraphWhoseStreamWasDestroyedIsRefused) {
   auto exec = graph.Finish();
   ASSERT_THAT(exec.status(), IsOk());
   doomed.reset();
-  const auto destroyed = StatusIs(absl::StatusCode::kFailedPrecondition,
-                                  AllOf(HasSubstr("stream_destroyed"),
-                                        HasSubstr("Fix:")));
+  const auto destroyed =
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               AllOf(HasSubstr("stream_destroyed"), HasSubstr("Fix:")));
   const Node after_fill[] = {*fill};
   EXPECT_THAT(graph.Fill({}, a.Binding(), 8).status(), destroyed);
   EXPECT_THAT(graph.Copy(after_fill, b.Binding(), a.Binding()).status(),
@@ -241,10 +242,10 @@ TEST_F(GraphTest, AGraphWhoseStreamWasDestroyedIsRefused) {
   EXPECT_THAT(graph.FinishProfiled(labels).status(), destroyed);
   EXPECT_EQ(graph.size(), 1u);  // the recording itself is still readable
   // The exec it made replays nowhere else, and says why.
-  EXPECT_THAT(stream_->Launch(*exec),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       AllOf(HasSubstr("graph_wrong_stream"),
-                             HasSubstr("destroyed"))));
+  EXPECT_THAT(
+      stream_->Launch(*exec),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               AllOf(HasSubstr("graph_wrong_stream"), HasSubstr("destroyed"))));
   EXPECT_THAT(stream_->LaunchProfiled(*exec).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("graph_wrong_stream")));
@@ -255,8 +256,8 @@ TEST_F(GraphTest, AMovedFromGraphOrExecIsRefused) {
   Graph graph = stream_->BeginGraph();
   ASSERT_THAT(graph.Fill({}, a.Binding(), 1).status(), IsOk());
   Graph kept = std::move(graph);
-  const auto moved = StatusIs(absl::StatusCode::kFailedPrecondition,
-                              HasSubstr("moved_graph"));
+  const auto moved =
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("moved_graph"));
   EXPECT_THAT(graph.Fill({}, a.Binding(), 2).status(), moved);  // NOLINT
   EXPECT_THAT(graph.Finish().status(), moved);                  // NOLINT
   EXPECT_EQ(graph.size(), 0u);                                  // NOLINT
@@ -272,22 +273,23 @@ TEST_F(GraphTest, AFailedLaunchMarksTheExecUntilCleared) {
   auto add = stream_->LoadKernelFile(KernelPath("add_f32"), "add_f32");
   ASSERT_THAT(add.status(), IsOk());
   Buffer small = Allocate(*stream_, 16);
-  Constants too_many;  // n = 1000 floats into a 4-float binding: the kernel fails
+  Constants
+      too_many;  // n = 1000 floats into a 4-float binding: the kernel fails
   ASSERT_THAT(too_many.Push(uint32_t{1000}), IsOk());
   ASSERT_THAT(too_many.Push(1.0f), IsOk());
   const View binding = small.Binding();
   Graph graph = stream_->BeginGraph();
-  ASSERT_THAT(graph.Dispatch({}, *add, {1, 1, 1}, {64, 1, 1}, too_many,
-                             {&binding, 1})
-                  .status(),
-              IsOk());
+  ASSERT_THAT(
+      graph.Dispatch({}, *add, {1, 1, 1}, {64, 1, 1}, too_many, {&binding, 1})
+          .status(),
+      IsOk());
   auto exec = graph.Finish();
   ASSERT_THAT(exec.status(), IsOk());
   ASSERT_THAT(stream_->Launch(*exec), IsOk());
-  EXPECT_THAT(stream_->Synchronize(),
-              StatusIs(absl::StatusCode::kInternal, HasSubstr("kernel_failed")));
+  EXPECT_THAT(stream_->Synchronize(), StatusIs(absl::StatusCode::kInternal,
+                                               HasSubstr("kernel_failed")));
   ASSERT_THAT(stream_->Launch(*exec), IsOk());  // refused in the daemon...
-  EXPECT_THAT(stream_->Synchronize(),            // ...and reported here
+  EXPECT_THAT(stream_->Synchronize(),           // ...and reported here
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("graph_failed")));
   ASSERT_THAT(exec->ClearFailure(), IsOk());
@@ -308,7 +310,8 @@ TEST_F(GraphTest, ProfiledLaunchesReturnEachNodesTimeWithItsLabel) {
   const Node after[] = {*fill};
   auto join = graph.Join(after);
   const Node after_join[] = {*join};
-  ASSERT_THAT(graph.Copy(after_join, b.Binding(), a.Binding()).status(), IsOk());
+  ASSERT_THAT(graph.Copy(after_join, b.Binding(), a.Binding()).status(),
+              IsOk());
   const std::vector<std::string> one_label = {"fill"};
   EXPECT_THAT(graph.FinishProfiled(one_label),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -347,7 +350,8 @@ TEST_F(GraphTest, AnExecKeepsItsBuffersAliveAfterTheyAreFreed) {
   EXPECT_THAT(ReadAll(*stream_, b.Binding()), Each(0x55));
   const uint64_t with_exec = QueryStatus(daemon_->socket_path()).bytes_in_use();
   *exec = GraphExec(std::move(*exec));  // still one exec
-  exec = absl::StatusOr<GraphExec>(absl::CancelledError("drop"));  // destroys it
+  exec =
+      absl::StatusOr<GraphExec>(absl::CancelledError("drop"));  // destroys it
   ASSERT_THAT(stream_->Synchronize(), IsOk());
   // The freed buffer's memory went with the exec (or into the pool).
   EXPECT_LE(QueryStatus(daemon_->socket_path()).bytes_in_use(), with_exec);

@@ -14,17 +14,17 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
-#include "absl/strings/ascii.h"
-#include "shared/grpc_status.h"
-#include "shared/socket_path.h"
 #include "hrx/client.h"
 #include "hrx/v1/admin.grpc.pb.h"
+#include "shared/grpc_status.h"
+#include "shared/socket_path.h"
 #include "tests/client_fixture.h"
 #include "tests/raw_session.h"
 
@@ -92,9 +92,9 @@ class HostileTest : public ::testing::Test {
     // taken: the daemon's descriptor count then moves only with the attack.
     grpc::ChannelArguments own;
     own.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    admin_ = hrx::v1::Admin::NewStub(grpc::CreateCustomChannel(
-        "unix:" + daemon_->socket_path(), grpc::InsecureChannelCredentials(),
-        own));
+    admin_ = hrx::v1::Admin::NewStub(
+        grpc::CreateCustomChannel("unix:" + daemon_->socket_path(),
+                                  grpc::InsecureChannelCredentials(), own));
     (void)Tenant("ops");
     // The start-up status call's connection may still be closing.
     for (int i = 0; i < 50; ++i) {
@@ -133,10 +133,10 @@ class HostileTest : public ::testing::Test {
   // The bystander: allocates, fills, uploads, copies and reads back as the
   // victim tenant, checking every byte. Exit 0 means all of them matched.
   void ExpectBystanderUnharmed(const std::string& when) {
-    const RunResult worker = RunToCompletion(
-        Argv("client_worker", kVictim,
-             {"--seed=11", "--bytes=1048583", "--rounds=3"}),
-        dir_);
+    const RunResult worker =
+        RunToCompletion(Argv("client_worker", kVictim,
+                             {"--seed=11", "--bytes=1048583", "--rounds=3"}),
+                        dir_);
     EXPECT_EQ(worker.exit_code, 0)
         << when << ": the bystander saw an error or a wrong byte\n"
         << worker.out << worker.err;
@@ -182,8 +182,8 @@ class HostileTest : public ::testing::Test {
   }
 
   uint64_t DaemonRssBytes() const {
-    std::ifstream status(absl::StrCat("/proc/", daemon_->process().pid(),
-                                      "/status"));
+    std::ifstream status(
+        absl::StrCat("/proc/", daemon_->process().pid(), "/status"));
     std::string line;
     while (std::getline(status, line)) {
       if (line.rfind("VmRSS:", 0) == 0) {
@@ -229,7 +229,8 @@ class HostileTest : public ::testing::Test {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    ADD_FAILURE() << tenant << " usage: " << Tenant(tenant).usage().DebugString()
+    ADD_FAILURE() << tenant
+                  << " usage: " << Tenant(tenant).usage().DebugString()
                   << " daemon fds " << DaemonFds() << " (baseline "
                   << baseline_fds_ << "): " << FdTargets();
     return false;
@@ -250,10 +251,9 @@ TEST_F(HostileTest, KernelCodeNeverRunsForATenantWithoutThePermission) {
       "--kernel=" + RunfilePath("tests/kernels/ctor_marker.so");
   for (uid_t uid : {kStranger, kVictim}) {
     const RunResult refused = AttackToCompletion(uid, "kernel", {object});
-    EXPECT_THAT(refused.out,
-                AllOf(HasSubstr("load_kernel: PERMISSION_DENIED "
-                                "kernel_loading_not_allowed"),
-                      HasSubstr("Fix:")))
+    EXPECT_THAT(refused.out, AllOf(HasSubstr("load_kernel: PERMISSION_DENIED "
+                                             "kernel_loading_not_allowed"),
+                                   HasSubstr("Fix:")))
         << uid;
     struct stat info {};
     EXPECT_NE(stat(marker.c_str(), &info), 0)
@@ -262,7 +262,8 @@ TEST_F(HostileTest, KernelCodeNeverRunsForATenantWithoutThePermission) {
   ExpectBystanderUnharmed("after refused loads");
   // The check is what stops it: a permitted tenant's load does run it.
   const RunResult permitted = AttackToCompletion(kMallory, "kernel", {object});
-  EXPECT_THAT(permitted.out, HasSubstr("bad_kernel")) << permitted.out << permitted.err;
+  EXPECT_THAT(permitted.out, HasSubstr("bad_kernel"))
+      << permitted.out << permitted.err;
   struct stat info {};
   EXPECT_EQ(stat(marker.c_str(), &info), 0) << permitted.out;
   unlink(marker.c_str());
@@ -275,15 +276,16 @@ TEST_F(HostileTest, SuspendedUploadsFreezeNobody) {
   Subprocess mallory = Subprocess::Start(
       {RunfilePath("tests/tenant_client"), "--socket=" + daemon_->socket_path(),
        absl::StrCat("--uid=", kMallory), "--scenario=stuck_uploads",
-       "--streams=5", "--bytes=75497472",
-       "--kernel=" + KernelPath("wait_flag"), "--go=" + HoldFile()},
+       "--streams=5", "--bytes=75497472", "--kernel=" + KernelPath("wait_flag"),
+       "--go=" + HoldFile()},
       dir_);
   ASSERT_TRUE(WaitForOutput(mallory, "uploads_started: 5")) << mallory.Stderr();
   // Every gated stream's batch waits at the staging bound, holding no thread.
   uint64_t suspended = 0;
   for (int i = 0; i < 500 && suspended < 5; ++i) {
     suspended = QueryStatus(daemon_->socket_path()).suspended_streams();
-    if (suspended < 5) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (suspended < 5)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(suspended, 5u);
   ExpectBystanderUnharmed("while five streams were suspended");
@@ -302,12 +304,9 @@ TEST_F(HostileTest, SuspendedUploadsFreezeNobody) {
 // ceilings, and the flooder's objects all go when it dies.
 TEST_F(HostileTest, FloodsStopAtTheTenantsCeilingsAndDieWithTheFlooder) {
   const std::pair<const char*, const char*> floods[] = {
-      {"sessions", "sessions budget of 8"},
-      {"buffers", "buffers budget of 64"},
-      {"streams", "streams budget of 16"},
-      {"exports", "exports budget of 32"},
-      {"events", "events budget of 16"},
-      {"grants", "grants budget of 16"},
+      {"sessions", "sessions budget of 8"}, {"buffers", "buffers budget of 64"},
+      {"streams", "streams budget of 16"},  {"exports", "exports budget of 32"},
+      {"events", "events budget of 16"},    {"grants", "grants budget of 16"},
   };
   for (const auto& [attack, ceiling] : floods) {
     SCOPED_TRACE(attack);
@@ -349,8 +348,8 @@ TEST_F(HostileTest, RequestsCostTheDaemonNoMoreThanTheirBoundedShape) {
   // 12 calls, each asking for 40 reads of 8 MiB that it never takes: 3.75
   // GiB if nothing held them back; each call stops being read at 16 MiB
   // owed, and the tenant's reply_bytes ceiling (64 MiB here) bounds them all.
-  Subprocess unread = Attack(kMallory, "unread_replies",
-                             {"--calls=12", "--count=40"});
+  Subprocess unread =
+      Attack(kMallory, "unread_replies", {"--calls=12", "--count=40"});
   ASSERT_TRUE(WaitForOutput(unread, "wrote: 480")) << unread.Stderr();
   for (int i = 0; i < 100 && Tenant("mallory").usage().reply_bytes() <
                                  (uint64_t{56} << 20);
@@ -378,8 +377,8 @@ TEST_F(HostileTest, DrippingSideChannelPeersDelayNoRedemption) {
        absl::StrCat("--uid=", kVictim), "--scenario=share_mapped",
        "--grantee=victim", "--go=" + HoldFile()},
       dir_);
-  ASSERT_TRUE(WaitForOutput(owner, "grant: ")) << owner.Stdout()
-                                               << owner.Stderr();
+  ASSERT_TRUE(WaitForOutput(owner, "grant: "))
+      << owner.Stdout() << owner.Stderr();
   ExpectBystanderUnharmed("while the side channel was dripped on");
   Release();
   EXPECT_EQ(owner.Wait(), 0) << owner.Stdout();
@@ -408,8 +407,8 @@ TEST_F(HostileTest, KilledClientsLeaveNoChargeAndNoDescriptor) {
 // lives, even after its session closed; then it is all returned.
 TEST_F(HostileTest, AMappingKeptPastItsSessionStaysChargedUntilItsProcessEnds) {
   Subprocess keeper = Attack(kVictim, "keep_mapping", {"--count=4194304"});
-  ASSERT_TRUE(WaitForOutput(keeper, "holding: yes")) << keeper.Stdout()
-                                                     << keeper.Stderr();
+  ASSERT_TRUE(WaitForOutput(keeper, "holding: yes"))
+      << keeper.Stdout() << keeper.Stderr();
   EXPECT_THAT(keeper.Stdout(), HasSubstr("close: OK"));
   const hrx::v1::TenantInfo held = Tenant("victim");
   EXPECT_EQ(held.sessions(), 0u);
@@ -436,11 +435,13 @@ TEST_F(HostileTest, ADescriptorPassedToAChildStaysChargedUntilTheChildLetsGo) {
   const RunResult parent = AttackToCompletion(
       kVictim, "fork_holder", {"--count=4194304", "--hold=" + HoldFile()});
   ASSERT_EQ(parent.exit_code, 0) << parent.out << parent.err;
-  ASSERT_THAT(parent.out, AllOf(HasSubstr("release: OK"), HasSubstr("child: ")));
+  ASSERT_THAT(parent.out,
+              AllOf(HasSubstr("release: OK"), HasSubstr("child: ")));
   bool session_gone = false;
   for (int i = 0; i < 200 && !session_gone; ++i) {
     session_gone = Tenant("victim").sessions() == 0;
-    if (!session_gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!session_gone)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_TRUE(session_gone);
   std::this_thread::sleep_for(std::chrono::milliseconds(600));  // 2 sweeps
@@ -456,8 +457,8 @@ TEST_F(HostileTest, ADescriptorPassedToAChildStaysChargedUntilTheChildLetsGo) {
 // user may reopen its memory, and its pages are freed when hrxd lets go.
 TEST_F(HostileTest, AnOPathReferenceCannotBeTurnedBackIntoAccess) {
   Subprocess holder = Attack(kVictim, "opath_holder", {"--count=1048576"});
-  ASSERT_TRUE(WaitForOutput(holder, "holding: yes")) << holder.Stdout()
-                                                     << holder.Stderr();
+  ASSERT_TRUE(WaitForOutput(holder, "holding: yes"))
+      << holder.Stdout() << holder.Stderr();
   EXPECT_THAT(holder.Stdout(), HasSubstr("reopen: Permission denied"));
   EXPECT_EQ(Tenant("victim").detached_exports(), 0u);
   holder.Signal(SIGKILL);
@@ -481,10 +482,10 @@ TEST_F(HostileTest, ASessionBelongsToItsConnection) {
   {
     grpc::ClientContext context;
     hrx::v1::OpenSessionResponse response;
-    ASSERT_TRUE(hrx::v1::Sessions::NewStub(first)
-                    ->OpenSession(&context, hrx::v1::OpenSessionRequest(),
-                                  &response)
-                    .ok());
+    ASSERT_TRUE(
+        hrx::v1::Sessions::NewStub(first)
+            ->OpenSession(&context, hrx::v1::OpenSessionRequest(), &response)
+            .ok());
     stolen = response.session();
   }
   const uint64_t sessions = Tenant("ops").sessions();
@@ -514,7 +515,8 @@ TEST_F(HostileTest, ASessionBelongsToItsConnection) {
 // Held classes, re-run with a bystander: forged, foreign, stale handles and
 // overflowing views are refused, each with its own code.
 TEST_F(HostileTest, ForgedForeignStaleAndOverflowingHandlesAreRefused) {
-  const RunResult forge = AttackToCompletion(kMallory, "forge", {"--count=2000"});
+  const RunResult forge =
+      AttackToCompletion(kMallory, "forge", {"--count=2000"});
   EXPECT_THAT(forge.out, AllOf(HasSubstr("forged:forged_handle: 2000"),
                                HasSubstr("foreign:foreign_handle: 1"),
                                HasSubstr("stale:stale_handle: 1"),
@@ -534,8 +536,8 @@ TEST_F(HostileTest, AnObserverCannotImportAGrantedBuffer) {
   const std::string grant = out.substr(out.find("grant: ") + 7, 16);
   uint64_t id = 0;
   ASSERT_TRUE(absl::SimpleHexAtoi(grant, &id));
-  const RunResult imported = AttackToCompletion(
-      kWatcher, "import", {absl::StrCat("--grant=", id)});
+  const RunResult imported =
+      AttackToCompletion(kWatcher, "import", {absl::StrCat("--grant=", id)});
   EXPECT_THAT(imported.out, HasSubstr("import: PERMISSION_DENIED "
                                       "observer_read_only"));
   Release();
@@ -580,7 +582,8 @@ TEST_F(HostileTest, ClientsRefuseASocketAnotherUserCouldHavePlanted) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   std::snprintf(address.sun_path, sizeof(address.sun_path), "%s", path.c_str());
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)),
+            0);
   ASSERT_EQ(listen(fd, 4), 0);
   ASSERT_EQ(chown(planted.c_str(), kStranger, kStranger), 0);
   ASSERT_EQ(chown(path.c_str(), kStranger, kStranger), 0);
@@ -595,7 +598,8 @@ TEST_F(HostileTest, ClientsRefuseASocketAnotherUserCouldHavePlanted) {
 // pid 0. Sessions still belong to their connections (another process of
 // the same uid cannot use one, a killed client's session still closes), and
 // no descriptor is handed to a peer whose process hrxd cannot see.
-TEST(HostilePidNamespaceTest, PeersHrxdCannotSeeGetNoDescriptorAndLeaveNothing) {
+TEST(HostilePidNamespaceTest,
+     PeersHrxdCannotSeeGetNoDescriptorAndLeaveNothing) {
   ASSERT_EQ(geteuid(), 0u);
   const std::string dir = MakeShortTempDir();
   std::ofstream(dir + "/hrxd.conf") << kConfig;
@@ -606,10 +610,9 @@ TEST(HostilePidNamespaceTest, PeersHrxdCannotSeeGetNoDescriptorAndLeaveNothing) 
   const std::string socket = (*daemon)->socket_path();
   auto victim = [&](const std::string& scenario,
                     std::vector<std::string> extra) {
-    std::vector<std::string> argv = {RunfilePath("tests/attacker"),
-                                     "--socket=" + socket,
-                                     absl::StrCat("--uid=", kVictim),
-                                     "--attack=" + scenario};
+    std::vector<std::string> argv = {
+        RunfilePath("tests/attacker"), "--socket=" + socket,
+        absl::StrCat("--uid=", kVictim), "--attack=" + scenario};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return argv;
   };
@@ -621,8 +624,8 @@ TEST(HostilePidNamespaceTest, PeersHrxdCannotSeeGetNoDescriptorAndLeaveNothing) 
   // closes its session, with no pid to watch.
   Subprocess holder = Subprocess::Start(
       victim("buffers", {"--count=10", "--hold=" + dir + "/never"}), dir);
-  for (int i = 0; i < 2000 && holder.Stdout().find("holding: yes") ==
-                                  std::string::npos;
+  for (int i = 0;
+       i < 2000 && holder.Stdout().find("holding: yes") == std::string::npos;
        ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -636,7 +639,8 @@ TEST(HostilePidNamespaceTest, PeersHrxdCannotSeeGetNoDescriptorAndLeaveNothing) 
     }
     return hrx::v1::Usage();
   };
-  EXPECT_EQ(victim_usage().buffers(), 11u) << holder.Stdout() << holder.Stderr();
+  EXPECT_EQ(victim_usage().buffers(), 11u)
+      << holder.Stdout() << holder.Stderr();
   holder.Signal(SIGKILL);
   holder.Wait();
   bool released = false;

@@ -46,26 +46,25 @@ TEST_F(HrxctlTest, StatusJsonReportsBackendAndLiveUse) {
   const RunResult result = Run({"status", "--json"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_THAT(result.out, StartsWith("{"));
-  EXPECT_THAT(result.out,
-              AllOf(HasSubstr(absl::StrCat("\"backend\": \"", TestBackend(),
-                                           "\"")),
-                    HasSubstr("\"queue_count\": 8"),
-                    HasSubstr("\"sessions\": 1"), HasSubstr("\"streams\": 1"),
-                    HasSubstr("\"buffers\": 1"),
-                    HasSubstr("\"bytes_in_use\": 4096"),
-                    ContainsRegex("\"device_memory_bytes\": [1-9][0-9]*"),
-                    ContainsRegex("\"handle_kinds\": \\[\"shm\"")));
+  EXPECT_THAT(
+      result.out,
+      AllOf(HasSubstr(absl::StrCat("\"backend\": \"", TestBackend(), "\"")),
+            HasSubstr("\"queue_count\": 8"), HasSubstr("\"sessions\": 1"),
+            HasSubstr("\"streams\": 1"), HasSubstr("\"buffers\": 1"),
+            HasSubstr("\"bytes_in_use\": 4096"),
+            ContainsRegex("\"device_memory_bytes\": [1-9][0-9]*"),
+            ContainsRegex("\"handle_kinds\": \\[\"shm\"")));
 }
 
 TEST_F(HrxctlTest, StatusTableIsAligned) {
   const RunResult result = Run({"status"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_THAT(result.out,
-              AllOf(ContainsRegex(absl::StrCat("(^|\n)backend +",
-                                               TestBackend(), "\n")),
-                    ContainsRegex("\nqueues +8 \\(0 created\\)\n"),
-                    ContainsRegex("\nsessions +0\n"),
-                    ContainsRegex("\nbytes in use +0 B\n")));
+  EXPECT_THAT(
+      result.out,
+      AllOf(ContainsRegex(absl::StrCat("(^|\n)backend +", TestBackend(), "\n")),
+            ContainsRegex("\nqueues +8 \\(0 created\\)\n"),
+            ContainsRegex("\nsessions +0\n"),
+            ContainsRegex("\nbytes in use +0 B\n")));
   // Values start in one column.
   const size_t backend_value = result.out.find(TestBackend());
   const size_t queues_line = result.out.find("\nqueues");

@@ -57,8 +57,8 @@ TEST_F(KernelTest, TheDaemonLearnsTheKernelsSignature) {
   EXPECT_EQ(add_->info().constant_byte_length, 8u);
   EXPECT_EQ(add_->info().binding_count, 1u);
   EXPECT_EQ(add_->info().workgroup_size, (std::array<uint32_t, 3>{0, 0, 0}));
-  auto pattern = stream_->LoadKernelFile(KernelPath("write_pattern"),
-                                         "write_pattern");
+  auto pattern =
+      stream_->LoadKernelFile(KernelPath("write_pattern"), "write_pattern");
   ASSERT_THAT(pattern.status(), IsOk());
   EXPECT_EQ(pattern->info().workgroup_size,
             (std::array<uint32_t, 3>{64, 1, 1}));
@@ -107,8 +107,8 @@ TEST_F(KernelTest, SaxpyAndWritePatternGiveExactResults) {
   const std::vector<float> out = AsFloats(ReadAll(*stream_, yb.Binding()));
   for (uint32_t i = 0; i < kCount; ++i) ASSERT_EQ(out[i], 2.0f * i + 1.0f) << i;
 
-  auto pattern = stream_->LoadKernelFile(KernelPath("write_pattern"),
-                                         "write_pattern");
+  auto pattern =
+      stream_->LoadKernelFile(KernelPath("write_pattern"), "write_pattern");
   ASSERT_THAT(pattern.status(), IsOk());
   constexpr uint64_t kBytes = 5000;
   Buffer bytes = Allocate(*stream_, kBytes);
@@ -129,25 +129,26 @@ TEST_F(KernelTest, LaunchesAreValidatedAgainstShapeAndSignature) {
   Buffer data = Allocate(*stream_, 1024);
   const View binding = data.Binding();
   const Constants good = AddF32Constants(256, 1.0f);
-  EXPECT_THAT(stream_->Dispatch(*add_, {0, 1, 1}, {64, 1, 1}, good, {&binding, 1}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("bad_launch_shape")));
-  EXPECT_THAT(stream_->Dispatch(*add_, {1, 1, 1}, {1025, 1, 1}, good,
-                                {&binding, 1}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("bad_launch_shape")));
+  EXPECT_THAT(
+      stream_->Dispatch(*add_, {0, 1, 1}, {64, 1, 1}, good, {&binding, 1}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("bad_launch_shape")));
+  EXPECT_THAT(
+      stream_->Dispatch(*add_, {1, 1, 1}, {1025, 1, 1}, good, {&binding, 1}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("bad_launch_shape")));
   Constants short_constants;
   ASSERT_THAT(short_constants.Push(uint32_t{256}), IsOk());
   EXPECT_THAT(stream_->Dispatch(*add_, {1, 1, 1}, {256, 1, 1}, short_constants,
                                 {&binding, 1}),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("constants_mismatch"), HasSubstr("4 bytes"),
-                             HasSubstr("take 8"))));
+                       AllOf(HasSubstr("constants_mismatch"),
+                             HasSubstr("4 bytes"), HasSubstr("take 8"))));
   EXPECT_THAT(stream_->Dispatch(*add_, {1, 1, 1}, {256, 1, 1}, good, {}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("bindings_mismatch")));
-  auto pattern = stream_->LoadKernelFile(KernelPath("write_pattern"),
-                                         "write_pattern");
+  auto pattern =
+      stream_->LoadKernelFile(KernelPath("write_pattern"), "write_pattern");
   ASSERT_THAT(pattern.status(), IsOk());
   Constants pattern_constants;
   ASSERT_THAT(pattern_constants.Push(uint64_t{64}), IsOk());
@@ -219,10 +220,10 @@ TEST_F(KernelTest, TheDaemonRepeatsEveryLaunchCheck) {
   hrx::v1::KernelArg* arg = load.mutable_declared()->add_args();
   arg->set_kind(hrx::v1::KernelArg::KIND_BUFFER);
   auto context = raw.Context();
-  EXPECT_THAT(shared::FromGrpcStatus(
-                  kernels->LoadKernel(context.get(), load, &loaded)),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("signature_mismatch")));
+  EXPECT_THAT(
+      shared::FromGrpcStatus(kernels->LoadKernel(context.get(), load, &loaded)),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("signature_mismatch")));
 }
 
 TEST_F(KernelTest, BytesThatAreNotAKernelAreRefused) {
@@ -242,9 +243,9 @@ TEST_F(KernelTest, AKernelThatFailsReportsADeviceFault) {
   ASSERT_THAT(stream_->Dispatch(*add_, {1, 1, 1}, {64, 1, 1},
                                 AddF32Constants(1000, 1.0f), {&binding, 1}),
               IsOk());
-  EXPECT_THAT(stream_->Synchronize(),
-              StatusIs(absl::StatusCode::kInternal,
-                       AllOf(HasSubstr("kernel_failed"), HasSubstr("add_f32"))));
+  EXPECT_THAT(stream_->Synchronize(), StatusIs(absl::StatusCode::kInternal,
+                                               AllOf(HasSubstr("kernel_failed"),
+                                                     HasSubstr("add_f32"))));
 }
 
 TEST_F(KernelTest, RepeatedDispatchesReplayFromTheCacheAndFreeingEvicts) {
@@ -253,10 +254,10 @@ TEST_F(KernelTest, RepeatedDispatchesReplayFromTheCacheAndFreeingEvicts) {
   const View binding = data.Binding();
   for (int round = 0; round < 2; ++round) {
     for (int delta = 1; delta <= 100; ++delta) {
-      ASSERT_THAT(stream_->Dispatch(*add_, {1, 1, 1}, {256, 1, 1},
-                                    AddF32Constants(256, float(delta)),
-                                    {&binding, 1}),
-                  IsOk());
+      ASSERT_THAT(
+          stream_->Dispatch(*add_, {1, 1, 1}, {256, 1, 1},
+                            AddF32Constants(256, float(delta)), {&binding, 1}),
+          IsOk());
     }
     ASSERT_THAT(stream_->Synchronize(), IsOk());
     EXPECT_EQ(Stats(*stream_).dispatch_cache.entries, 100u);
@@ -288,10 +289,10 @@ TEST_F(KernelTest, TheDispatchCacheIsBoundedAndSkipsOtherStreamsBuffers) {
   Buffer data = Allocate(*stream_, 256 * 4);
   const View binding = data.Binding();
   for (int delta = 1; delta <= 1100; ++delta) {
-    ASSERT_THAT(stream_->Dispatch(*add_, {1, 1, 1}, {256, 1, 1},
-                                  AddF32Constants(256, float(delta)),
-                                  {&binding, 1}),
-                IsOk());
+    ASSERT_THAT(
+        stream_->Dispatch(*add_, {1, 1, 1}, {256, 1, 1},
+                          AddF32Constants(256, float(delta)), {&binding, 1}),
+        IsOk());
   }
   ASSERT_THAT(stream_->Synchronize(), IsOk());
   const StreamStats stats = Stats(*stream_);
@@ -348,8 +349,8 @@ TEST_F(KernelTest, IndicesPackAHomogeneousIndexList) {
   auto indices = Constants::Indices(*add_, two);  // 8 bytes: two u32 slots
   ASSERT_THAT(indices.status(), IsOk());
   EXPECT_EQ(indices->size(), 8u);
-  auto pattern = stream_->LoadKernelFile(KernelPath("write_pattern"),
-                                         "write_pattern");
+  auto pattern =
+      stream_->LoadKernelFile(KernelPath("write_pattern"), "write_pattern");
   ASSERT_THAT(pattern.status(), IsOk());
   // write_pattern takes a u64 and a u32: not a homogeneous list.
   EXPECT_THAT(Constants::Indices(*pattern, two),

@@ -32,8 +32,8 @@ using ::testing::Not;
 
 std::vector<std::string> Hrxd(const std::string& socket_path,
                               std::vector<std::string> extra = {}) {
-  std::vector<std::string> argv = {DaemonPath(),
-                                   "--socket=" + socket_path, "--backend=cpu"};
+  std::vector<std::string> argv = {DaemonPath(), "--socket=" + socket_path,
+                                   "--backend=cpu"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
 }
@@ -65,7 +65,8 @@ TEST(OperationsTest, TellsSystemdItIsReadyWhatItDoesAndThatItLives) {
       Hrxd(dir + "/hrxd.sock"), dir,
       {"NOTIFY_SOCKET=" + dir + "/notify", "WATCHDOG_USEC=200000"});
   std::string seen;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (std::chrono::steady_clock::now() < give_up &&
          (seen.find("READY=1") == std::string::npos ||
           seen.find("WATCHDOG=1") == std::string::npos)) {
@@ -125,22 +126,30 @@ TEST(OperationsTest, SighupReloadsBudgetsAndKeepsThemWhenTheFileIsBroken) {
   const std::string config = dir + "/hrxd.conf";
   auto write = [&](const std::string& text) { std::ofstream(config) << text; };
   // uid 0 (this test) is an admin, so that hrxctl may list tenants.
-  const std::string ops = "tenants { name: \"ops\" uids: 0 role: ROLE_ADMIN }\n";
-  write(ops + "tenants { name: \"alpha\" uids: 4001 budget { device_bytes: 1048576 } }\n");
-  auto daemon = TestDaemon::Start({"--config=" + config, "--log-level=info"}, dir);
+  const std::string ops =
+      "tenants { name: \"ops\" uids: 0 role: ROLE_ADMIN }\n";
+  write(ops +
+        "tenants { name: \"alpha\" uids: 4001 budget { device_bytes: 1048576 } "
+        "}\n");
+  auto daemon =
+      TestDaemon::Start({"--config=" + config, "--log-level=info"}, dir);
   ASSERT_THAT(daemon.status(), IsOk());
   const std::string socket_path = (*daemon)->socket_path();
   auto alpha_budget = [&] {
     const RunResult tenants = Hrxctl(socket_path, {"tenants", "--json"}, dir);
     const size_t at = tenants.out.find("{\"name\": \"alpha\"");
-    const size_t budget = tenants.out.find("\"budget\": {\"device_bytes\": ", at);
+    const size_t budget =
+        tenants.out.find("\"budget\": {\"device_bytes\": ", at);
     if (at == std::string::npos || budget == std::string::npos) {
       return "missing: " + tenants.out + tenants.err;
     }
-    return tenants.out.substr(budget + 27, tenants.out.find(',', budget) - budget - 27);
+    return tenants.out.substr(budget + 27,
+                              tenants.out.find(',', budget) - budget - 27);
   };
   EXPECT_EQ(alpha_budget(), "1048576");
-  write(ops + "tenants { name: \"alpha\" uids: 4001 budget { device_bytes: 2097152 } }\n");
+  write(ops +
+        "tenants { name: \"alpha\" uids: 4001 budget { device_bytes: 2097152 } "
+        "}\n");
   (*daemon)->process().Signal(SIGHUP);
   std::string now;
   for (int i = 0; i < 500 && (now = alpha_budget()) != "2097152"; ++i) {
@@ -149,8 +158,8 @@ TEST(OperationsTest, SighupReloadsBudgetsAndKeepsThemWhenTheFileIsBroken) {
   EXPECT_EQ(now, "2097152");
   write("tenants {\n  name: \"alpha\"\n  uids: oops\n}\n");  // line 3
   (*daemon)->process().Signal(SIGHUP);
-  for (int i = 0; i < 500 && (*daemon)->process().Stderr().find("kept the previous") ==
-                                 std::string::npos;
+  for (int i = 0; i < 500 && (*daemon)->process().Stderr().find(
+                                 "kept the previous") == std::string::npos;
        ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -175,7 +184,8 @@ class OperationsClientTest : public ClientFixture {
     address.sin_family = AF_INET;
     address.sin_port = htons(static_cast<uint16_t>(metrics_port_));
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) !=
+        0) {
       close(fd);
       return "";
     }
@@ -198,31 +208,35 @@ TEST_F(OperationsClientTest, HrxctlListsSessionsAndBuffersAsTablesAndJson) {
   const std::string socket_path = daemon_->socket_path();
   const RunResult sessions = Hrxctl(socket_path, {"sessions"}, daemon_->dir());
   ASSERT_EQ(sessions.exit_code, 0) << sessions.err;
-  EXPECT_THAT(sessions.out, AllOf(ContainsRegex("^ID +TENANT +UID +PID"),
-                                  ContainsRegex(absl::StrCat(
-                                      "local +0 +", getpid(), " +2 +1 "))));
+  EXPECT_THAT(
+      sessions.out,
+      AllOf(ContainsRegex("^ID +TENANT +UID +PID"),
+            ContainsRegex(absl::StrCat("local +0 +", getpid(), " +2 +1 "))));
   const RunResult sessions_json =
       Hrxctl(socket_path, {"sessions", "--json"}, daemon_->dir());
-  EXPECT_THAT(sessions_json.out,
-              AllOf(HasSubstr("\"tenant\": \"local\""),
-                    HasSubstr(absl::StrCat("\"pid\": ", getpid())),
-                    HasSubstr("\"buffers\": 2"),
-                    HasSubstr("\"buffer_bytes\": 12288")));
+  EXPECT_THAT(
+      sessions_json.out,
+      AllOf(HasSubstr("\"tenant\": \"local\""),
+            HasSubstr(absl::StrCat("\"pid\": ", getpid())),
+            HasSubstr("\"buffers\": 2"), HasSubstr("\"buffer_bytes\": 12288")));
   const RunResult buffers = Hrxctl(socket_path, {"buffers"}, daemon_->dir());
-  EXPECT_THAT(buffers.out, AllOf(ContainsRegex("^SESSION +TENANT +BUFFER +BYTES"),
-                                 ContainsRegex("4.00 KiB +[0-9]+ +device"),
-                                 ContainsRegex("8.00 KiB +[0-9]+ +shared")));
-  const std::string session = absl::StrFormat("%016x", client_->session().session);
-  const RunResult mine = Hrxctl(
-      socket_path, {"buffers", "--session=" + session, "--json"}, daemon_->dir());
-  EXPECT_THAT(mine.out, AllOf(HasSubstr("\"bytes\": 4096"),
-                              HasSubstr("\"shared\": true"),
-                              HasSubstr("\"session\": \"" + session + "\"")));
+  EXPECT_THAT(buffers.out,
+              AllOf(ContainsRegex("^SESSION +TENANT +BUFFER +BYTES"),
+                    ContainsRegex("4.00 KiB +[0-9]+ +device"),
+                    ContainsRegex("8.00 KiB +[0-9]+ +shared")));
+  const std::string session =
+      absl::StrFormat("%016x", client_->session().session);
+  const RunResult mine =
+      Hrxctl(socket_path, {"buffers", "--session=" + session, "--json"},
+             daemon_->dir());
+  EXPECT_THAT(mine.out,
+              AllOf(HasSubstr("\"bytes\": 4096"), HasSubstr("\"shared\": true"),
+                    HasSubstr("\"session\": \"" + session + "\"")));
   const RunResult none = Hrxctl(
       socket_path, {"buffers", "--tenant=nobody", "--json"}, daemon_->dir());
   EXPECT_EQ(none.out, "[]\n");
-  for (const char* command : {"status", "tenants", "sessions", "buffers",
-                              "budget", "evict", "top"}) {
+  for (const char* command :
+       {"status", "tenants", "sessions", "buffers", "budget", "evict", "top"}) {
     const RunResult help =
         Hrxctl(socket_path, {command, "--help"}, daemon_->dir());
     EXPECT_EQ(help.exit_code, 0) << command;
@@ -246,7 +260,8 @@ TEST_F(OperationsClientTest, TopRendersInATerminalAndQuitsOnQ) {
     _exit(127);
   }
   std::string screen;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (std::chrono::steady_clock::now() < give_up &&
          screen.find("TENANT") == std::string::npos) {
     pollfd output{terminal, POLLIN, 0};
@@ -268,22 +283,24 @@ TEST_F(OperationsClientTest, TopRendersInATerminalAndQuitsOnQ) {
 
 TEST_F(OperationsClientTest, MetricsExposeUseCachesAndRefusalsByReason) {
   Buffer buffer = Allocate(*stream_, 1 << 20);
-  for (int i = 0; i < 3; ++i) ASSERT_THAT(stream_->Fill(buffer.Binding(), 1), IsOk());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_THAT(stream_->Fill(buffer.Binding(), 1), IsOk());
   ASSERT_THAT(stream_->Synchronize(), IsOk());
   RawSession raw(daemon_->socket_path());
   const hrx::v1::Handle raw_stream = *raw.CreateStream();
   const hrx::v1::Handle raw_buffer = *raw.Allocate(16);
   ASSERT_FALSE(raw.Submit(FillRequest(raw_stream, raw_buffer, 8, 16, 1)).ok());
   const std::string metrics = Get("/metrics");
-  EXPECT_THAT(metrics,
-              AllOf(HasSubstr("200 OK"), HasSubstr("text/plain; version=0.0.4"),
-                    HasSubstr("\nhrxd_sessions 2\n"),
-                    ContainsRegex("\nhrxd_commands_submitted_total [1-9]"),
-                    HasSubstr("hrxd_tenant_usage{tenant=\"local\",resource="
-                              "\"device_bytes\"} 1048592"),
-                    HasSubstr("hrxd_cache_hits_total{cache=\"transfer\"} 2"),
-                    HasSubstr("hrxd_refusals_total{reason=\"view_out_of_range\"} 1"),
-                    HasSubstr("# TYPE hrxd_refusals_total counter")));
+  EXPECT_THAT(
+      metrics,
+      AllOf(HasSubstr("200 OK"), HasSubstr("text/plain; version=0.0.4"),
+            HasSubstr("\nhrxd_sessions 2\n"),
+            ContainsRegex("\nhrxd_commands_submitted_total [1-9]"),
+            HasSubstr("hrxd_tenant_usage{tenant=\"local\",resource="
+                      "\"device_bytes\"} 1048592"),
+            HasSubstr("hrxd_cache_hits_total{cache=\"transfer\"} 2"),
+            HasSubstr("hrxd_refusals_total{reason=\"view_out_of_range\"} 1"),
+            HasSubstr("# TYPE hrxd_refusals_total counter")));
   EXPECT_THAT(Get("/other"), HasSubstr("404"));
 }
 
@@ -296,7 +313,8 @@ class DefaultMetricsTest : public OperationsClientTest {
 TEST_F(DefaultMetricsTest, PerTenantSeriesAreOffByDefault) {
   Buffer buffer = Allocate(*stream_, 4096);
   const std::string metrics = Get("/metrics");
-  EXPECT_THAT(metrics, AllOf(HasSubstr("200 OK"), HasSubstr("\nhrxd_sessions 1\n")));
+  EXPECT_THAT(metrics,
+              AllOf(HasSubstr("200 OK"), HasSubstr("\nhrxd_sessions 1\n")));
   EXPECT_THAT(metrics, Not(HasSubstr("hrxd_tenant_")));
 }
 
@@ -310,7 +328,8 @@ TEST_F(DefaultMetricsTest, SilentConnectionsDoNotDelayAScrape) {
     address.sin_family = AF_INET;
     address.sin_port = htons(static_cast<uint16_t>(metrics_port_));
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    ASSERT_EQ(
+        connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
     silent.push_back(fd);
   }
   EXPECT_THAT(Get("/metrics"), HasSubstr("200 OK"));

@@ -80,8 +80,8 @@ struct RawSession {
     request.mutable_src()->set_offset(offset);
     request.mutable_src()->set_length(length);
     hrx::v1::ReadResponse response;
-    absl::Status status =
-        shared::FromGrpcStatus(streams->Read(context.get(), request, &response));
+    absl::Status status = shared::FromGrpcStatus(
+        streams->Read(context.get(), request, &response));
     if (!status.ok()) return status;
     return response.data();
   }

@@ -2,10 +2,11 @@
 // whose subjects map to tenants. Certificates are made with openssl per run.
 
 #include <fstream>
-#include <thread>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/internal/connection.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -13,7 +14,6 @@
 #include "hrx/v1/session.grpc.pb.h"
 #include "hrx/v1/status.grpc.pb.h"
 #include "shared/grpc_status.h"
-#include "client/internal/connection.h"
 #include "tests/client_fixture.h"
 
 namespace hrx::testing {
@@ -117,9 +117,10 @@ TEST_F(RemoteTest, AListedCertificateActsWithItsTenantsRole) {
   hrx::v1::SetBudgetRequest request;
   request.set_tenant("remote-watch");
   hrx::v1::SetBudgetResponse response;
-  EXPECT_THAT(shared::FromGrpcStatus(stub->SetBudget(&context, request, &response)),
-              StatusIs(absl::StatusCode::kPermissionDenied,
-                       HasSubstr("role_required")));
+  EXPECT_THAT(
+      shared::FromGrpcStatus(stub->SetBudget(&context, request, &response)),
+      StatusIs(absl::StatusCode::kPermissionDenied,
+               HasSubstr("role_required")));
 }
 
 TEST_F(RemoteTest, AnUnlistedCertificateIsRefused) {
@@ -155,10 +156,11 @@ TEST_F(RemoteTest, ACertificateWithAnEmptySubjectIsNobody) {
   request.set_tenant("ops");
   request.mutable_budget()->set_device_bytes(uint64_t{1} << 62);
   hrx::v1::SetBudgetResponse response;
-  EXPECT_THAT(shared::FromGrpcStatus(admin->SetBudget(&context, request, &response)),
-              StatusIs(absl::StatusCode::kPermissionDenied,
-                       HasSubstr("unknown_certificate: the client certificate "
-                                 "has an empty subject")));
+  EXPECT_THAT(
+      shared::FromGrpcStatus(admin->SetBudget(&context, request, &response)),
+      StatusIs(absl::StatusCode::kPermissionDenied,
+               HasSubstr("unknown_certificate: the client certificate "
+                         "has an empty subject")));
   auto sessions = hrx::v1::Sessions::NewStub(Channel("empty"));
   grpc::ClientContext open_context;
   hrx::v1::OpenSessionResponse opened;
@@ -185,9 +187,9 @@ TEST_F(RemoteTest, ARemoteSessionEndsWhenItsLeaseLapses) {
     auto sessions = hrx::v1::Sessions::NewStub(Channel("worker"));
     grpc::ClientContext context;
     hrx::v1::OpenSessionResponse opened;
-    ASSERT_TRUE(sessions->OpenSession(&context, hrx::v1::OpenSessionRequest(),
-                                      &opened)
-                    .ok());
+    ASSERT_TRUE(
+        sessions->OpenSession(&context, hrx::v1::OpenSessionRequest(), &opened)
+            .ok());
   }
   EXPECT_EQ(remote_sessions(), 1);
   bool ended = false;
@@ -229,10 +231,10 @@ TEST_F(RemoteTest, HrxctlInspectsARemoteDaemonWithAClientCertificate) {
 
 TEST(RemoteListenTest, TcpWithoutTlsIsRefusedAtStartUp) {
   const std::string dir = MakeShortTempDir();
-  const RunResult refused = RunToCompletion(
-      {DaemonPath(), "--socket=" + dir + "/hrxd.sock",
-       "--backend=cpu", "--listen=127.0.0.1:1"},
-      dir);
+  const RunResult refused =
+      RunToCompletion({DaemonPath(), "--socket=" + dir + "/hrxd.sock",
+                       "--backend=cpu", "--listen=127.0.0.1:1"},
+                      dir);
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_THAT(refused.err, HasSubstr("tls_required"));
 }

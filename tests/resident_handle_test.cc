@@ -42,14 +42,15 @@ tenants {
 class ResidentHandleTest : public ClientFixture {
  protected:
   std::vector<std::string> DaemonFlags() const override {
-    const std::string config = "/tmp/hrx-resident-" +
-                               std::to_string(getpid()) + ".conf";
+    const std::string config =
+        "/tmp/hrx-resident-" + std::to_string(getpid()) + ".conf";
     std::ofstream(config) << kConfig;
     return {"--config=" + config, "--socket_mode=0666",
             "--ticket_lifetime_ms=300"};
   }
 
-  hrx::v1::ExportResponse Export(RawSession& raw, const hrx::v1::Handle& buffer) {
+  hrx::v1::ExportResponse Export(RawSession& raw,
+                                 const hrx::v1::Handle& buffer) {
     auto context = raw.Context();
     hrx::v1::ExportRequest request;
     *request.mutable_buffer() = buffer;
@@ -126,8 +127,9 @@ TEST_F(ResidentHandleTest, AnotherProcessMapsAGrantedBufferWithNoCopy) {
   EXPECT_EQ(grantee.Wait(), 0) << grantee.Stdout() << grantee.Stderr();
   std::ofstream(go) << "go";  // the grantee's fill is done: the owner looks
   EXPECT_EQ(owner.Wait(), 0) << owner.Stderr();
-  EXPECT_THAT(grantee.Stdout(), AllOf(HasSubstr("grantee_sees_owner_bytes: yes"),
-                                      HasSubstr("grantee_sees_fill: yes")));
+  EXPECT_THAT(grantee.Stdout(),
+              AllOf(HasSubstr("grantee_sees_owner_bytes: yes"),
+                    HasSubstr("grantee_sees_fill: yes")));
   EXPECT_THAT(owner.Stdout(), AllOf(HasSubstr("owner_sees_fill: yes"),
                                     HasSubstr("owner_tail_intact: yes")));
 }
@@ -135,8 +137,7 @@ TEST_F(ResidentHandleTest, AnotherProcessMapsAGrantedBufferWithNoCopy) {
 TEST_F(ResidentHandleTest, TicketsAreSingleUseShortLivedAndBoundToTheExporter) {
   RawSession raw(daemon_->socket_path());
   // Shared: exportable as shm on every backend (GPU device memory is not).
-  const hrx::v1::Handle buffer =
-      *raw.Allocate(4096, hrx::v1::PLACEMENT_SHARED);
+  const hrx::v1::Handle buffer = *raw.Allocate(4096, hrx::v1::PLACEMENT_SHARED);
   // Reused.
   const hrx::v1::ExportResponse once = Export(raw, buffer);
   ASSERT_EQ(once.ticket().size(), 16u);
@@ -155,9 +156,9 @@ TEST_F(ResidentHandleTest, TicketsAreSingleUseShortLivedAndBoundToTheExporter) {
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("ticket_expired")));
   // Made up.
-  EXPECT_THAT(client::internal::RedeemTicket(once.fd_socket(),
-                                             std::string(16, 'x')),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("unknown_ticket")));
+  EXPECT_THAT(
+      client::internal::RedeemTicket(once.fd_socket(), std::string(16, 'x')),
+      StatusIs(absl::StatusCode::kNotFound, HasSubstr("unknown_ticket")));
   // Another session's process (same uid) and another uid.
   for (uid_t uid : {0u, 4001u}) {
     const hrx::v1::ExportResponse theirs = Export(raw, buffer);
@@ -179,8 +180,8 @@ TEST_F(ResidentHandleTest, DmaBufIsExportedWhereAvailableElseRefusedNamingWhy) {
   // The GPU's driver exports device memory (the NVIDIA H200 of the device
   // runs does); the CPU backend makes dma-bufs through udmabuf, where the
   // kernel offers it.
-  const bool available = TestBackend() == "hip" ||
-                         access("/dev/udmabuf", R_OK | W_OK) == 0;
+  const bool available =
+      TestBackend() == "hip" || access("/dev/udmabuf", R_OK | W_OK) == 0;
   const std::vector<std::string> kinds(status.handle_kinds().begin(),
                                        status.handle_kinds().end());
   const std::vector<std::string> expected =
@@ -193,10 +194,10 @@ TEST_F(ResidentHandleTest, DmaBufIsExportedWhereAvailableElseRefusedNamingWhy) {
     EXPECT_TRUE(dmabuf->fd.valid());
     EXPECT_EQ(dmabuf->bytes, 4096u);
   } else {
-    EXPECT_THAT(dmabuf, StatusIs(absl::StatusCode::kFailedPrecondition,
-                                 AllOf(HasSubstr("dmabuf_unavailable"),
-                                       HasSubstr("/dev/udmabuf"),
-                                       HasSubstr("Fix:"))));
+    EXPECT_THAT(dmabuf,
+                StatusIs(absl::StatusCode::kFailedPrecondition,
+                         AllOf(HasSubstr("dmabuf_unavailable"),
+                               HasSubstr("/dev/udmabuf"), HasSubstr("Fix:"))));
   }
 }
 
@@ -215,7 +216,8 @@ TEST_F(ResidentHandleTest, GpuDeviceMemoryIsRefusedAsShmNamingWhy) {
   }
 }
 
-TEST_F(ResidentHandleTest, ExportedMemoryStaysChargedUntilEveryMappingIsReleased) {
+TEST_F(ResidentHandleTest,
+       ExportedMemoryStaysChargedUntilEveryMappingIsReleased) {
   const uint64_t before = TenantSharedBytes("ops");
   auto buffer = stream_->AllocateShared(1 << 20);
   ASSERT_THAT(buffer.status(), IsOk());
@@ -235,7 +237,8 @@ TEST_F(ResidentHandleTest, ExportedMemoryStaysChargedUntilEveryMappingIsReleased
 TEST_F(ResidentHandleTest, LargeTransfersGoThroughSharedMemoryAndRoundTrip) {
   constexpr uint64_t kBytes = (40 << 20) + 12345;  // several staging chunks
   std::vector<uint8_t> data(kBytes);
-  for (uint64_t i = 0; i < kBytes; ++i) data[i] = static_cast<uint8_t>(i * 13 + (i >> 20));
+  for (uint64_t i = 0; i < kBytes; ++i)
+    data[i] = static_cast<uint8_t>(i * 13 + (i >> 20));
   Buffer buffer = Allocate(*stream_, kBytes);
   ASSERT_THAT(stream_->Upload(buffer.Binding(), data), IsOk());
   std::vector<uint8_t> out(kBytes);

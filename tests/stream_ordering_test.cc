@@ -72,9 +72,9 @@ TEST_F(StreamOrderingTest, EventsOfAnotherClientAreRefused) {
   ASSERT_THAT(other_stream.status(), IsOk());
   auto foreign = other_stream->RecordEvent();
   ASSERT_THAT(foreign.status(), IsOk());
-  EXPECT_THAT(stream_->WaitEvent(*foreign),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("foreign_event")));
+  EXPECT_THAT(
+      stream_->WaitEvent(*foreign),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("foreign_event")));
 }
 
 TEST_F(StreamOrderingTest, UnknownEventsAreRefusedByTheDaemon) {
@@ -147,7 +147,8 @@ TEST_F(SingleQueueTest, ObservingAStreamDoesNotWaitForOtherStreamsWork) {
   EXPECT_THAT(stream_->Synchronize(), IsOk());
 }
 
-TEST_F(StreamOrderingTest, ARefusedBatchIsReportedAtTheNextSyncPointWithItsPosition) {
+TEST_F(StreamOrderingTest,
+       ARefusedBatchIsReportedAtTheNextSyncPointWithItsPosition) {
   Buffer keep = Allocate(*stream_, 64);
   Buffer gone = Allocate(*stream_, 64);
   const View stale = gone.Binding();
@@ -235,12 +236,14 @@ class SmallBudgetTest : public ClientFixture {
 
 TEST_F(SmallBudgetTest, InflightCommandsAreChargedPerBatchUntilItCompletes) {
   Buffer buffer = Allocate(*stream_, 64);
-  for (int i = 0; i < 150; ++i) ASSERT_THAT(stream_->Fill(buffer.Binding(), 1), IsOk());
+  for (int i = 0; i < 150; ++i)
+    ASSERT_THAT(stream_->Fill(buffer.Binding(), 1), IsOk());
   EXPECT_THAT(stream_->Synchronize(),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        AllOf(HasSubstr("budget_exhausted: submit 150 commands"),
                              HasSubstr("inflight_commands budget of 100"))));
-  for (int i = 0; i < 100; ++i) ASSERT_THAT(stream_->Fill(buffer.Binding(), 2), IsOk());
+  for (int i = 0; i < 100; ++i)
+    ASSERT_THAT(stream_->Fill(buffer.Binding(), 2), IsOk());
   EXPECT_THAT(stream_->Synchronize(), IsOk());
   EXPECT_THAT(ReadAll(*stream_, buffer.Binding()), Each(2));
 }
@@ -253,7 +256,8 @@ TEST_F(SmallBudgetTest, SharedBytesAreBudgetedAndLargeTransfersFallBackInline) {
   EXPECT_THAT(fits.status(), IsOk());
   // The shared staging region (16 MiB) cannot be had: transfers stay inline.
   std::vector<uint8_t> data(1 << 20);
-  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 5);
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<uint8_t>(i * 5);
   Buffer buffer = Allocate(*stream_, data.size());
   ASSERT_THAT(stream_->Upload(buffer.Binding(), data), IsOk());
   EXPECT_TRUE(ReadAll(*stream_, buffer.Binding()) == data);

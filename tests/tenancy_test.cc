@@ -51,7 +51,8 @@ default_tenant { budget { device_bytes: 0 } }
 class TenancyTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_EQ(geteuid(), 0u) << "tenancy tests switch uids and must run as root";
+    ASSERT_EQ(geteuid(), 0u)
+        << "tenancy tests switch uids and must run as root";
     dir_ = MakeShortTempDir();
     const std::string config = dir_ + "/hrxd.conf";
     std::ofstream(config) << kConfig;
@@ -63,20 +64,20 @@ class TenancyTest : public ::testing::Test {
 
   RunResult AsTenant(uid_t uid, const std::string& scenario,
                      std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {
-        RunfilePath("tests/tenant_client"),
-        "--socket=" + daemon_->socket_path(), absl::StrCat("--uid=", uid),
-        "--scenario=" + scenario};
+    std::vector<std::string> argv = {RunfilePath("tests/tenant_client"),
+                                     "--socket=" + daemon_->socket_path(),
+                                     absl::StrCat("--uid=", uid),
+                                     "--scenario=" + scenario};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return RunToCompletion(argv, dir_);
   }
 
   Subprocess StartAsTenant(uid_t uid, const std::string& scenario,
                            std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {
-        RunfilePath("tests/tenant_client"),
-        "--socket=" + daemon_->socket_path(), absl::StrCat("--uid=", uid),
-        "--scenario=" + scenario};
+    std::vector<std::string> argv = {RunfilePath("tests/tenant_client"),
+                                     "--socket=" + daemon_->socket_path(),
+                                     absl::StrCat("--uid=", uid),
+                                     "--scenario=" + scenario};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return Subprocess::Start(argv, dir_);
   }
@@ -119,19 +120,18 @@ TEST_F(TenancyTest, AllocationsStopExactlyAtTheTenantsBudget) {
   const RunResult alpha = AsTenant(4001, "budget", {"--chunk=262144"});
   ASSERT_EQ(alpha.exit_code, 0) << alpha.err;
   EXPECT_THAT(alpha.out, HasSubstr("allocated: 4\n"));  // 4 x 256 KiB = 1 MiB
-  EXPECT_THAT(alpha.out,
-              AllOf(HasSubstr("refused: RESOURCE_EXHAUSTED budget_exhausted"),
-                    HasSubstr("tenant \"alpha\" (uid 4001"),
-                    HasSubstr("budget of 1.00 MiB (1048576 bytes)"),
-                    HasSubstr("in use 1.00 MiB (1048576 bytes)"),
-                    HasSubstr("asked 256.00 KiB (262144 bytes)"),
-                    HasSubstr("Fix:")));
+  EXPECT_THAT(
+      alpha.out,
+      AllOf(HasSubstr("refused: RESOURCE_EXHAUSTED budget_exhausted"),
+            HasSubstr("tenant \"alpha\" (uid 4001"),
+            HasSubstr("budget of 1.00 MiB (1048576 bytes)"),
+            HasSubstr("in use 1.00 MiB (1048576 bytes)"),
+            HasSubstr("asked 256.00 KiB (262144 bytes)"), HasSubstr("Fix:")));
   // Callers no tenant lists get the default tenant, whose budget is zero.
   const RunResult stranger = AsTenant(4999, "budget", {"--chunk=1"});
-  EXPECT_THAT(stranger.out,
-              AllOf(HasSubstr("allocated: 0\n"),
-                    HasSubstr("tenant \"default\" (uid 4999"),
-                    HasSubstr("budget of 0")));
+  EXPECT_THAT(stranger.out, AllOf(HasSubstr("allocated: 0\n"),
+                                  HasSubstr("tenant \"default\" (uid 4999"),
+                                  HasSubstr("budget of 0")));
 }
 
 TEST_F(TenancyTest, AnObserverCannotAllocateOrChangeAnything) {
@@ -139,9 +139,11 @@ TEST_F(TenancyTest, AnObserverCannotAllocateOrChangeAnything) {
   EXPECT_THAT(watch.out,
               HasSubstr("create_stream: PERMISSION_DENIED observer_read_only"));
   const RunResult budget = AsTenant(4003, "admin_set_budget");
-  EXPECT_THAT(budget.out, HasSubstr("set_budget: PERMISSION_DENIED role_required"));
+  EXPECT_THAT(budget.out,
+              HasSubstr("set_budget: PERMISSION_DENIED role_required"));
   const RunResult client = AsTenant(4001, "admin_set_budget");
-  EXPECT_THAT(client.out, HasSubstr("set_budget: PERMISSION_DENIED role_required"));
+  EXPECT_THAT(client.out,
+              HasSubstr("set_budget: PERMISSION_DENIED role_required"));
   // The observer may look.
   const RunResult look = RunToCompletion(
       {RunfilePath("client/hrxctl"), "--socket=" + daemon_->socket_path(),
@@ -150,15 +152,15 @@ TEST_F(TenancyTest, AnObserverCannotAllocateOrChangeAnything) {
   EXPECT_EQ(look.exit_code, 0) << look.err;
 }
 
-TEST_F(TenancyTest, AReservationIsHeldUntilTheQueuedUseOfAFreedBufferCompletes) {
+TEST_F(TenancyTest,
+       AReservationIsHeldUntilTheQueuedUseOfAFreedBufferCompletes) {
   const RunResult held =
       AsTenant(4001, "held_charge",
                {"--bytes=1048576", "--kernel=" + KernelPath("wait_flag")});
   ASSERT_EQ(held.exit_code, 0) << held.out << held.err;
   EXPECT_THAT(held.out, HasSubstr("free_big: OK"));
-  EXPECT_THAT(held.out,
-              HasSubstr("allocate_while_queued: RESOURCE_EXHAUSTED "
-                        "budget_exhausted"));
+  EXPECT_THAT(held.out, HasSubstr("allocate_while_queued: RESOURCE_EXHAUSTED "
+                                  "budget_exhausted"));
   EXPECT_THAT(held.out, HasSubstr("sync: OK"));
   EXPECT_THAT(held.out, HasSubstr("allocate_after_completion: OK"));
   EXPECT_EQ(Tenant("alpha").usage().device_bytes(), 0u);
@@ -169,9 +171,8 @@ TEST_F(TenancyTest, AKilledClientLeavesNoTraceAndOthersWorkCompletes) {
   ASSERT_TRUE(WaitForOutput(holder, "ready: yes")) << holder.Stderr();
   EXPECT_EQ(Tenant("beta").usage().device_bytes(), 33554432u);
   Subprocess worker = Subprocess::Start(
-      {RunfilePath("tests/client_worker"),
-       "--socket=" + daemon_->socket_path(), "--uid=4001", "--seed=5",
-       "--bytes=300000", "--rounds=5"},
+      {RunfilePath("tests/client_worker"), "--socket=" + daemon_->socket_path(),
+       "--uid=4001", "--seed=5", "--bytes=300000", "--rounds=5"},
       dir_);
   holder.Signal(SIGKILL);
   EXPECT_EQ(holder.Wait(), 128 + SIGKILL);
@@ -189,9 +190,10 @@ TEST_F(TenancyTest, AKilledClientLeavesNoTraceAndOthersWorkCompletes) {
 
 TEST_F(TenancyTest, ABufferSharedByGrantIsSeenByTheGranteeAndStaysCharged) {
   const std::string go = dir_ + "/go";
-  Subprocess owner = StartAsTenant(4001, "grant",
-                                   {"--grantee=beta", "--go=" + go});
-  ASSERT_TRUE(WaitForOutput(owner, "grant: ")) << owner.Stdout() << owner.Stderr();
+  Subprocess owner =
+      StartAsTenant(4001, "grant", {"--grantee=beta", "--go=" + go});
+  ASSERT_TRUE(WaitForOutput(owner, "grant: "))
+      << owner.Stdout() << owner.Stderr();
   const std::string out = owner.Stdout();
   const std::string grant = out.substr(out.find("grant: ") + 7, 16);
   // A tenant other than the grantee (here the owner's own) is refused.
@@ -200,8 +202,8 @@ TEST_F(TenancyTest, ABufferSharedByGrantIsSeenByTheGranteeAndStaysCharged) {
   EXPECT_THAT(stranger.out, AllOf(HasSubstr("import: PERMISSION_DENIED "
                                             "grant_not_yours"),
                                   HasSubstr("tenant \"beta\"")));
-  Subprocess importer = StartAsTenant(4002, "import",
-                                      {"--grant=" + grant, "--go=" + go});
+  Subprocess importer =
+      StartAsTenant(4002, "import", {"--grant=" + grant, "--go=" + go});
   ASSERT_TRUE(WaitForOutput(importer, "first_byte: ")) << importer.Stdout();
   EXPECT_THAT(importer.Stdout(), HasSubstr("first_byte: 107"));  // 0x6b
   // The owner frees and exits; the importer still holds the memory, and the
@@ -215,7 +217,8 @@ TEST_F(TenancyTest, ABufferSharedByGrantIsSeenByTheGranteeAndStaysCharged) {
   EXPECT_EQ(Tenant("alpha").usage().device_bytes(), 0u);
 }
 
-TEST_F(TenancyTest, HandlesAreRefusedWhenForgedForeignStaleStolenOrOfAnotherKind) {
+TEST_F(TenancyTest,
+       HandlesAreRefusedWhenForgedForeignStaleStolenOrOfAnotherKind) {
   RawSession first(daemon_->socket_path());
   RawSession second(daemon_->socket_path());  // same tenant, another session
   ASSERT_THAT(first.open_status, IsOk());
@@ -224,14 +227,14 @@ TEST_F(TenancyTest, HandlesAreRefusedWhenForgedForeignStaleStolenOrOfAnotherKind
 
   hrx::v1::Handle forged = buffer;
   forged.set_object(forged.object() + 1);
-  EXPECT_THAT(first.Submit(FillRequest(stream, forged, 0, 1, 1)),
-              StatusIs(absl::StatusCode::kUnauthenticated,
-                       HasSubstr("forged_handle")));
+  EXPECT_THAT(
+      first.Submit(FillRequest(stream, forged, 0, 1, 1)),
+      StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("forged_handle")));
   hrx::v1::Handle corrupted = buffer;
   corrupted.set_tag(corrupted.tag() ^ 0x100);
-  EXPECT_THAT(first.Submit(FillRequest(stream, corrupted, 0, 1, 1)),
-              StatusIs(absl::StatusCode::kUnauthenticated,
-                       HasSubstr("forged_handle")));
+  EXPECT_THAT(
+      first.Submit(FillRequest(stream, corrupted, 0, 1, 1)),
+      StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("forged_handle")));
 
   const hrx::v1::Handle second_stream = *second.CreateStream();
   EXPECT_THAT(second.Submit(FillRequest(second_stream, buffer, 0, 1, 1)),
@@ -255,8 +258,8 @@ TEST_F(TenancyTest, HandlesAreRefusedWhenForgedForeignStaleStolenOrOfAnotherKind
   // Another process presenting this session's handle is refused.
   const RunResult thief = AsTenant(
       4001, "steal_session",
-      {"--session=" + shared::FormatWireHandle(
-                          client::internal::FromProto(first.session))});
+      {"--session=" +
+       shared::FormatWireHandle(client::internal::FromProto(first.session))});
   EXPECT_THAT(thief.out,
               HasSubstr("allocate_with_stolen_session: PERMISSION_DENIED "
                         "session_not_yours"));
@@ -288,14 +291,14 @@ TEST_F(TenancyTest, TheClientLibraryRefusesToMixSessionsBeforeAnyCall) {
   auto their_stream = (*theirs)->OpenDevice(0)->CreateStream();
   auto their_buffer = their_stream->Allocate(16);
   ASSERT_THAT(their_buffer.status(), IsOk());
-  EXPECT_THAT(my_stream->Fill(their_buffer->Binding(), 1),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("foreign_view")));
+  EXPECT_THAT(
+      my_stream->Fill(their_buffer->Binding(), 1),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("foreign_view")));
   auto event = their_stream->RecordEvent();
   ASSERT_THAT(event.status(), IsOk());
-  EXPECT_THAT(my_stream->WaitEvent(*event),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("foreign_event")));
+  EXPECT_THAT(
+      my_stream->WaitEvent(*event),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("foreign_event")));
 }
 
 TEST_F(TenancyTest, HrxctlShowsUsageSetsABudgetLiveAndEvicts) {
@@ -313,18 +316,21 @@ TEST_F(TenancyTest, HrxctlShowsUsageSetsABudgetLiveAndEvicts) {
   const RunResult json = hrxctl({"tenants", "--json"});
   EXPECT_THAT(json.out, HasSubstr("{\"name\": \"alpha\", \"role\": "
                                   "\"ROLE_CLIENT\", \"sessions\": 0"));
-  EXPECT_THAT(json.out, HasSubstr("\"device_bytes\": 1048576, \"shared_bytes\": "
-                                  "null"));
+  EXPECT_THAT(json.out,
+              HasSubstr("\"device_bytes\": 1048576, \"shared_bytes\": "
+                        "null"));
 
   // A live budget change: alpha's device budget drops to 512 KiB.
-  const RunResult set = hrxctl({"budget", "set", "alpha", "device_bytes=524288"});
+  const RunResult set =
+      hrxctl({"budget", "set", "alpha", "device_bytes=524288"});
   ASSERT_EQ(set.exit_code, 0) << set.err;
   EXPECT_EQ(set.out, "budget of tenant alpha set\n");
-  const RunResult set_json = hrxctl(
-      {"budget", "set", "alpha", "device_bytes=524288", "--json"});
-  EXPECT_THAT(set_json.out, HasSubstr("{\"tenant\": \"alpha\", \"budget\": "
-                                      "{\"device_bytes\": 524288, "
-                                      "\"shared_bytes\": null, \"streams\": 4"));
+  const RunResult set_json =
+      hrxctl({"budget", "set", "alpha", "device_bytes=524288", "--json"});
+  EXPECT_THAT(set_json.out,
+              HasSubstr("{\"tenant\": \"alpha\", \"budget\": "
+                        "{\"device_bytes\": 524288, "
+                        "\"shared_bytes\": null, \"streams\": 4"));
   EXPECT_EQ(Tenant("alpha").budget().device_bytes(), 524288u);
   EXPECT_EQ(Tenant("alpha").budget().streams(), 4u);  // untouched
   const RunResult alpha = AsTenant(4001, "budget", {"--chunk=262144"});
@@ -338,8 +344,9 @@ TEST_F(TenancyTest, HrxctlShowsUsageSetsABudgetLiveAndEvicts) {
   const std::string id = sessions.out.substr(at + 7, 16);
   const RunResult evicted = hrxctl({"evict", id, "--json"});
   EXPECT_EQ(evicted.exit_code, 0) << evicted.err;
-  EXPECT_EQ(evicted.out, "{\"evicted\": \"" + id +
-                             "\", \"freed_buffers\": 1, \"freed_streams\": 1}\n");
+  EXPECT_EQ(evicted.out,
+            "{\"evicted\": \"" + id +
+                "\", \"freed_buffers\": 1, \"freed_streams\": 1}\n");
   EXPECT_EQ(hrxctl({"evict", id}).exit_code, 3);  // already gone
   EXPECT_EQ(Tenant("beta").sessions(), 0u);
   holder.Signal(SIGKILL);

@@ -96,8 +96,9 @@ int Scenario(const std::string& name, hrx::Client& client, int argc,
     auto big = stream->Allocate(bytes - 1);
     if (!flag.ok() || !big.ok()) return Say("allocate", "failed"), 1;
     const hrx::View flag_view = flag->Binding();
-    if (!stream->Dispatch(*gate_kernel, {1, 1, 1}, {1, 1, 1}, hrx::Constants(),
-                          {&flag_view, 1})
+    if (!stream
+             ->Dispatch(*gate_kernel, {1, 1, 1}, {1, 1, 1}, hrx::Constants(),
+                        {&flag_view, 1})
              .ok() ||
         !stream->Fill(big->Binding(), 7).ok() || !stream->Flush().ok()) {
       return Say("enqueue", "failed"), 1;
@@ -229,7 +230,8 @@ int Scenario(const std::string& name, hrx::Client& client, int argc,
     WaitForFile(Flag(argc, argv, "go"));
     // The grantee filled [0, 4096) with 0xee on the device and synchronized.
     bool filled = true;
-    for (size_t i = 0; i < 4096; ++i) filled = filled && mapping->bytes()[i] == 0xee;
+    for (size_t i = 0; i < 4096; ++i)
+      filled = filled && mapping->bytes()[i] == 0xee;
     Say("owner_sees_fill", filled ? "yes" : "no");
     Say("owner_tail_intact",
         mapping->bytes()[mapping->size() - 1] ==
@@ -251,10 +253,9 @@ int Scenario(const std::string& name, hrx::Client& client, int argc,
     auto head = imported->Slice(0, 4096);
     SayStatus("fill", stream->Fill(*head, 0xee));
     SayStatus("sync", stream->Synchronize());
-    Say("grantee_sees_fill", mapping->bytes()[0] == 0xee &&
-                                     mapping->bytes()[4095] == 0xee
-                                 ? "yes"
-                                 : "no");
+    Say("grantee_sees_fill",
+        mapping->bytes()[0] == 0xee && mapping->bytes()[4095] == 0xee ? "yes"
+                                                                      : "no");
     return 0;
   }
   Say("error", "unknown scenario " + name);
@@ -263,8 +264,8 @@ int Scenario(const std::string& name, hrx::Client& client, int argc,
 
 // Calls the daemon with a session handle this process did not open.
 int StealSession(const std::string& socket, const std::string& session) {
-  auto stub = hrx::v1::Buffers::NewStub(
-      hrx::client::internal::MakeChannel(socket));
+  auto stub =
+      hrx::v1::Buffers::NewStub(hrx::client::internal::MakeChannel(socket));
   grpc::ClientContext context;
   context.AddMetadata(hrx::shared::kSessionMetadataKey, session);
   hrx::v1::AllocateRequest request;
@@ -280,8 +281,8 @@ int StealSession(const std::string& socket, const std::string& session) {
 int Redeem(const std::string& fd_socket, const std::string& hex_ticket) {
   std::string ticket;
   for (size_t i = 0; i + 1 < hex_ticket.size(); i += 2) {
-    ticket.push_back(static_cast<char>(
-        std::stoi(hex_ticket.substr(i, 2), nullptr, 16)));
+    ticket.push_back(
+        static_cast<char>(std::stoi(hex_ticket.substr(i, 2), nullptr, 16)));
   }
   auto fd = hrx::client::internal::RedeemTicket(fd_socket, ticket);
   SayStatus("redeem", fd.status());
@@ -289,14 +290,15 @@ int Redeem(const std::string& fd_socket, const std::string& hex_ticket) {
 }
 
 int AdminSetBudget(const std::string& socket) {
-  auto stub = hrx::v1::Admin::NewStub(hrx::client::internal::MakeChannel(socket));
+  auto stub =
+      hrx::v1::Admin::NewStub(hrx::client::internal::MakeChannel(socket));
   grpc::ClientContext context;
   hrx::v1::SetBudgetRequest request;
   request.set_tenant("alpha");
   hrx::v1::SetBudgetResponse response;
-  SayStatus("set_budget", hrx::client::internal::CallStatus(
-                              stub->SetBudget(&context, request, &response),
-                              socket));
+  SayStatus("set_budget",
+            hrx::client::internal::CallStatus(
+                stub->SetBudget(&context, request, &response), socket));
   return 0;
 }
 
@@ -310,8 +312,8 @@ int main(int argc, char** argv) {
       kernel_path.empty() ? std::string() : ReadFile(kernel_path);
   const uid_t uid = static_cast<uid_t>(Number(argc, argv, "uid", 0));
   const gid_t gid = static_cast<gid_t>(Number(argc, argv, "gid", uid));
-  if (uid != 0 && (setgroups(0, nullptr) != 0 || setgid(gid) != 0 ||
-                   setuid(uid) != 0)) {
+  if (uid != 0 &&
+      (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0)) {
     Say("error", "cannot switch to the requested uid (run as root)");
     return 2;
   }

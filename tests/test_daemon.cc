@@ -52,7 +52,8 @@ hrx::v1::GetStatusResponse QueryStatus(const std::string& socket_path) {
 }
 
 bool WaitUntilServing(const std::string& socket_path, Subprocess* process) {
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < give_up) {
     if (process != nullptr && process->Poll().has_value()) return false;
     // A fresh channel per attempt: a channel that failed to connect backs
@@ -76,10 +77,9 @@ absl::StatusOr<std::unique_ptr<TestDaemon>> TestDaemon::Start(
   const bool owns_dir = dir.empty();
   const std::string where = owns_dir ? MakeShortTempDir() : dir;
   const std::string socket_path = absl::StrCat(where, "/hrxd.sock");
-  std::vector<std::string> argv = {DaemonPath(),
-                                   absl::StrCat("--socket=", socket_path),
-                                   absl::StrCat("--backend=", TestBackend()),
-                                   "--log-level=warn"};
+  std::vector<std::string> argv = {
+      DaemonPath(), absl::StrCat("--socket=", socket_path),
+      absl::StrCat("--backend=", TestBackend()), "--log-level=warn"};
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   argv.insert(argv.begin(), wrapper.begin(), wrapper.end());
   auto process = std::make_unique<Subprocess>(Subprocess::Start(argv, where));

@@ -10,17 +10,17 @@
 // 4 no daemon answers at the socket.
 #include <algorithm>
 #include <chrono>
-#include <memory>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/str_format.h"
 #include "client/hrxctl/target.h"
 #include "client/internal/connection.h"
 #include "hrx/v1/admin.grpc.pb.h"
@@ -45,7 +45,8 @@ constexpr char kUsage[] =
     "  sessions [--tenant=NAME] [--json]\n"
     "                    open sessions: tenant, uid, pid, buffers, streams\n"
     "  budget set TENANT FIELD=VALUE...   (admin) replace budget fields:\n"
-    "                    device_bytes, shared_bytes, streams, kernels, graphs,\n"
+    "                    device_bytes, shared_bytes, streams, kernels, "
+    "graphs,\n"
     "                    inflight_commands; VALUE is a number or unlimited\n"
     "  evict SESSION_ID  (admin) close a session as if its client had\n"
     "  buffers [--tenant=NAME] [--session=ID] [--json]\n"
@@ -77,10 +78,18 @@ std::string JsonString(const std::string& text) {
   std::string out = "\"";
   for (const char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           out += absl::StrFormat("\\u%04x", c);
@@ -127,14 +136,14 @@ void PrintStatusJson(const hrx::v1::GetStatusResponse& s) {
           "\"dispatch_cache\": %s, \"transfer_cache\": %s, "
           "\"allocation_pool\": %s, \"staging_pool\": %s, "
           "\"upload_staging\": %s, \"handle_kinds\": [%s]}\n",
-          JsonString(d.backend()), JsonString(d.name()),
-          JsonString(d.target()), d.memory_bytes(), d.queue_count(),
-          s.queues_created(), JsonString(s.version()), s.pid(),
-          s.uptime_seconds(), s.sessions(), s.streams(), s.buffers(),
-          s.kernels(), s.events(), s.bytes_in_use(), s.commands_submitted(),
-          CountersJson(s.dispatch_cache()), CountersJson(s.transfer_cache()),
-          CountersJson(s.allocation_pool()), CountersJson(s.staging_pool()),
-          CountersJson(s.upload_staging()), HandleKindsJson(s))
+          JsonString(d.backend()), JsonString(d.name()), JsonString(d.target()),
+          d.memory_bytes(), d.queue_count(), s.queues_created(),
+          JsonString(s.version()), s.pid(), s.uptime_seconds(), s.sessions(),
+          s.streams(), s.buffers(), s.kernels(), s.events(), s.bytes_in_use(),
+          s.commands_submitted(), CountersJson(s.dispatch_cache()),
+          CountersJson(s.transfer_cache()), CountersJson(s.allocation_pool()),
+          CountersJson(s.staging_pool()), CountersJson(s.upload_staging()),
+          HandleKindsJson(s))
           .c_str(),
       stdout);
 }
@@ -146,8 +155,8 @@ void PrintStatusTable(const hrx::v1::GetStatusResponse& s) {
       {"device", d.name()},
       {"target", d.target()},
       {"device memory", hrx::shared::FormatBytes(d.memory_bytes())},
-      {"queues", absl::StrCat(d.queue_count(), " (", s.queues_created(),
-                              " created)")},
+      {"queues",
+       absl::StrCat(d.queue_count(), " (", s.queues_created(), " created)")},
       {"sessions", absl::StrCat(s.sessions())},
       {"streams", absl::StrCat(s.streams())},
       {"buffers", absl::StrCat(s.buffers())},
@@ -266,9 +275,10 @@ void PrintTable(std::vector<std::vector<std::string>> rows) {
   for (const auto& row : rows) {
     std::string line;
     for (size_t i = 0; i < row.size(); ++i) {
-      line += i + 1 == row.size()
-                  ? row[i]
-                  : absl::StrFormat("%-*s  ", static_cast<int>(widths[i]), row[i]);
+      line +=
+          i + 1 == row.size()
+              ? row[i]
+              : absl::StrFormat("%-*s  ", static_cast<int>(widths[i]), row[i]);
     }
     std::printf("%s\n", line.c_str());
   }
@@ -365,7 +375,8 @@ int Sessions(const hrxctl::Target& target, const std::string& tenant,
     rows.push_back({absl::StrFormat("%016x", s.id()), s.tenant(),
                     absl::StrCat(s.uid()), absl::StrCat(s.pid()),
                     absl::StrCat(s.buffers()), absl::StrCat(s.streams()),
-                    hrx::shared::FormatBytes(s.buffer_bytes()), s.client_name()});
+                    hrx::shared::FormatBytes(s.buffer_bytes()),
+                    s.client_name()});
   }
   PrintTable(rows);
   return kExitOk;
@@ -376,7 +387,8 @@ int Usage(const char* text, const std::string& error);
 int BudgetSet(const hrxctl::Target& target,
               const std::vector<std::string>& args, bool json) {
   if (args.size() < 2) {
-    return Usage(kUsage, "budget set: name a tenant and at least one FIELD=VALUE");
+    return Usage(kUsage,
+                 "budget set: name a tenant and at least one FIELD=VALUE");
   }
   // Start from the tenant's current budget, so unnamed fields keep theirs.
   hrx::v1::Budget budget;
@@ -396,9 +408,10 @@ int BudgetSet(const hrxctl::Target& target,
   const auto* descriptor = hrx::v1::Budget::descriptor();
   const auto* reflection = hrx::v1::Budget::GetReflection();
   for (size_t i = 1; i < args.size(); ++i) {
-    std::vector<std::string> parts = absl::StrSplit(args[i], absl::MaxSplits('=', 1));
-    const auto* field = parts.size() == 2 ? descriptor->FindFieldByName(parts[0])
-                                          : nullptr;
+    std::vector<std::string> parts =
+        absl::StrSplit(args[i], absl::MaxSplits('=', 1));
+    const auto* field =
+        parts.size() == 2 ? descriptor->FindFieldByName(parts[0]) : nullptr;
     uint64_t value = 0;
     if (field == nullptr ||
         (parts[1] != "unlimited" && !absl::SimpleAtoi(parts[1], &value))) {
@@ -421,18 +434,18 @@ int BudgetSet(const hrxctl::Target& target,
     return Fail(target.Check(status));
   }
   if (json) {
-    std::printf("{\"tenant\": %s, \"budget\": {\"device_bytes\": %s, "
-                "\"shared_bytes\": %s, \"streams\": %s, \"kernels\": %s, "
-                "\"graphs\": %s, \"inflight_commands\": %s}}\n",
-                JsonString(args[0]).c_str(),
-                LimitJson(budget.has_device_bytes(), budget.device_bytes()).c_str(),
-                LimitJson(budget.has_shared_bytes(), budget.shared_bytes()).c_str(),
-                LimitJson(budget.has_streams(), budget.streams()).c_str(),
-                LimitJson(budget.has_kernels(), budget.kernels()).c_str(),
-                LimitJson(budget.has_graphs(), budget.graphs()).c_str(),
-                LimitJson(budget.has_inflight_commands(),
-                          budget.inflight_commands())
-                    .c_str());
+    std::printf(
+        "{\"tenant\": %s, \"budget\": {\"device_bytes\": %s, "
+        "\"shared_bytes\": %s, \"streams\": %s, \"kernels\": %s, "
+        "\"graphs\": %s, \"inflight_commands\": %s}}\n",
+        JsonString(args[0]).c_str(),
+        LimitJson(budget.has_device_bytes(), budget.device_bytes()).c_str(),
+        LimitJson(budget.has_shared_bytes(), budget.shared_bytes()).c_str(),
+        LimitJson(budget.has_streams(), budget.streams()).c_str(),
+        LimitJson(budget.has_kernels(), budget.kernels()).c_str(),
+        LimitJson(budget.has_graphs(), budget.graphs()).c_str(),
+        LimitJson(budget.has_inflight_commands(), budget.inflight_commands())
+            .c_str());
   } else {
     std::printf("budget of tenant %s set\n", args[0].c_str());
   }
@@ -443,7 +456,8 @@ int Evict(const hrxctl::Target& target, const std::vector<std::string>& args,
           bool json) {
   uint64_t id = 0;
   if (args.size() != 1 || !absl::SimpleHexAtoi(args[0], &id)) {
-    return Usage(kUsage, "evict: pass one session id (hex, from hrxctl sessions)");
+    return Usage(kUsage,
+                 "evict: pass one session id (hex, from hrxctl sessions)");
   }
   grpc::ClientContext context;
   auto stub = ConnectAdmin(target, context);
@@ -455,11 +469,12 @@ int Evict(const hrxctl::Target& target, const std::vector<std::string>& args,
     return Fail(target.Check(status));
   }
   if (json) {
-    std::printf("{\"evicted\": \"%016lx\", \"freed_buffers\": %lu, "
-                "\"freed_streams\": %lu}\n",
-                static_cast<unsigned long>(id),
-                static_cast<unsigned long>(response.freed_buffers()),
-                static_cast<unsigned long>(response.freed_streams()));
+    std::printf(
+        "{\"evicted\": \"%016lx\", \"freed_buffers\": %lu, "
+        "\"freed_streams\": %lu}\n",
+        static_cast<unsigned long>(id),
+        static_cast<unsigned long>(response.freed_buffers()),
+        static_cast<unsigned long>(response.freed_streams()));
     return kExitOk;
   }
   std::printf("session %016lx evicted: %lu buffers, %lu streams freed\n",
@@ -474,7 +489,6 @@ int Usage(const char* text, const std::string& error) {
   std::fputs(text, stderr);
   return kExitUsage;
 }
-
 
 int Buffers(const hrxctl::Target& target, const std::string& tenant,
             uint64_t session, bool json) {
@@ -518,7 +532,9 @@ namespace hrxctl {
 
 // For `top`: one status screen (tables) or one JSON line.
 int StatusOnce(const Target& target, bool json) { return Status(target, json); }
-int TenantsOnce(const Target& target, bool json) { return Tenants(target, json); }
+int TenantsOnce(const Target& target, bool json) {
+  return Tenants(target, json);
+}
 
 }  // namespace hrxctl
 
@@ -601,7 +617,8 @@ int main(int argc, char** argv) {
   }
   if (command.empty()) return Usage(kUsage, "no command given");
   if (!target.remote.empty() &&
-      (target.tls_cert.empty() || target.tls_key.empty() || target.tls_ca.empty())) {
+      (target.tls_cert.empty() || target.tls_key.empty() ||
+       target.tls_ca.empty())) {
     return Usage(kUsage,
                  "--remote needs --tls_cert, --tls_key and --tls_ca (the "
                  "daemon accepts only TLS with client certificates)");
@@ -609,7 +626,8 @@ int main(int argc, char** argv) {
   target.socket_path = hrx::shared::ResolveClientSocketPath(target.socket_path);
   if (target.remote.empty()) {
     // Never trust a socket someone else could have planted.
-    if (absl::Status trusted = hrx::shared::CheckTrustedSocket(target.socket_path);
+    if (absl::Status trusted =
+            hrx::shared::CheckTrustedSocket(target.socket_path);
         !trusted.ok()) {
       return Fail(trusted);
     }
@@ -618,7 +636,8 @@ int main(int argc, char** argv) {
   for (const Help& entry : kHelp) {
     if (command == entry.command) help = entry.text;
   }
-  if (help == nullptr) return Usage(kUsage, absl::StrCat("unknown command ", command));
+  if (help == nullptr)
+    return Usage(kUsage, absl::StrCat("unknown command ", command));
   bool json = false;
   std::string tenant;
   uint64_t session = 0;
@@ -632,7 +651,8 @@ int main(int argc, char** argv) {
     } else if (arg.rfind("--session=", 0) == 0 &&
                absl::SimpleHexAtoi(arg.substr(10), &session)) {
     } else if (arg.rfind("--interval=", 0) == 0 &&
-               absl::SimpleAtoi(arg.substr(11), &interval_ms) && interval_ms > 0) {
+               absl::SimpleAtoi(arg.substr(11), &interval_ms) &&
+               interval_ms > 0) {
     } else if (arg == "--help" || arg == "-h") {
       std::fputs(help, stdout);
       return kExitOk;
@@ -646,13 +666,14 @@ int main(int argc, char** argv) {
   if (command == "status" && bare) return Status(target, json);
   if (command == "tenants" && bare) return Tenants(target, json);
   if (command == "sessions" && bare) return Sessions(target, tenant, json);
-  if (command == "buffers" && bare) return Buffers(target, tenant, session, json);
+  if (command == "buffers" && bare)
+    return Buffers(target, tenant, session, json);
   if (command == "top" && bare) return hrxctl::Top(target, interval_ms, json);
   if (command == "budget" && !bare && positional[0] == "set") {
-    return BudgetSet(target,
-                     std::vector<std::string>(positional.begin() + 1,
-                                              positional.end()),
-                     json);
+    return BudgetSet(
+        target,
+        std::vector<std::string>(positional.begin() + 1, positional.end()),
+        json);
   }
   if (command == "evict") return Evict(target, positional, json);
   return Usage(help, absl::StrCat(command, ": unexpected arguments"));

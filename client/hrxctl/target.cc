@@ -39,11 +39,13 @@ absl::Status Target::Check(const grpc::Status& status) const {
   }
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
       status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return Refusal(Reason::kDaemonUnreachable,absl::StrFormat(
-        "no hrxd answers at %s over TLS (%s). Fix: check "
-        "the address, that hrxd runs with --listen there, and that "
-        "--tls_cert/--tls_key/--tls_ca are the right files.",
-        remote, status.error_message()));
+    return Refusal(
+        Reason::kDaemonUnreachable,
+        absl::StrFormat(
+            "no hrxd answers at %s over TLS (%s). Fix: check "
+            "the address, that hrxd runs with --listen there, and that "
+            "--tls_cert/--tls_key/--tls_ca are the right files.",
+            remote, status.error_message()));
   }
   return hrx::shared::FromGrpcStatus(status);
 }

@@ -12,8 +12,8 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "shared/grpc_status.h"
-#include "shared/socket_path.h"
 #include "shared/refusal.h"
+#include "shared/socket_path.h"
 
 namespace hrx::client::internal {
 namespace {
@@ -67,11 +67,14 @@ absl::Status CallStatus(const grpc::Status& status,
   }
   struct stat info {};
   const bool exists = stat(socket_path.c_str(), &info) == 0;
-  return Refusal(Reason::kDaemonUnreachable,absl::StrFormat(
-      "no hrxd answers at %s (%s; %s). Fix: start the "
-      "daemon (make run), or point %s or --socket at the socket it prints.",
-      socket_path, exists ? "the socket file exists" : "no such socket file",
-      status.error_message(), shared::kSocketEnvVar));
+  return Refusal(
+      Reason::kDaemonUnreachable,
+      absl::StrFormat(
+          "no hrxd answers at %s (%s; %s). Fix: start the "
+          "daemon (make run), or point %s or --socket at the socket it prints.",
+          socket_path,
+          exists ? "the socket file exists" : "no such socket file",
+          status.error_message(), shared::kSocketEnvVar));
 }
 
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(
@@ -91,9 +94,8 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(
   const grpc::Status status =
       sessions->OpenSession(&context, request, &response);
   if (!status.ok()) return CallStatus(status, socket_path);
-  return std::shared_ptr<Connection>(
-      new Connection(socket_path, std::move(channel),
-                     FromProto(response.session())));
+  return std::shared_ptr<Connection>(new Connection(
+      socket_path, std::move(channel), FromProto(response.session())));
 }
 
 Connection::Connection(std::string socket_path,

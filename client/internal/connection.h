@@ -18,9 +18,8 @@
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
-#include "hrx/v1/buffer.grpc.pb.h"
 #include "hrx/buffer.h"
-#include "shared/handle.h"
+#include "hrx/v1/buffer.grpc.pb.h"
 #include "hrx/v1/device.grpc.pb.h"
 #include "hrx/v1/event.grpc.pb.h"
 #include "hrx/v1/graph.grpc.pb.h"
@@ -28,6 +27,7 @@
 #include "hrx/v1/session.grpc.pb.h"
 #include "hrx/v1/status.grpc.pb.h"
 #include "hrx/v1/stream.grpc.pb.h"
+#include "shared/handle.h"
 
 namespace hrx::client::internal {
 

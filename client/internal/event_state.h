@@ -16,7 +16,9 @@ class EventState {
  public:
   EventState(std::shared_ptr<Connection> connection,
              std::weak_ptr<StreamState> stream, uint64_t id)
-      : connection_(std::move(connection)), stream_(std::move(stream)), id_(id) {}
+      : connection_(std::move(connection)),
+        stream_(std::move(stream)),
+        id_(id) {}
   ~EventState();  // releases the daemon's event, after the record was sent
 
   // Sends the recording stream's pending commands, acknowledged.

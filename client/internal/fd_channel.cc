@@ -18,21 +18,23 @@ absl::StatusOr<shared::UniqueFd> RedeemTicket(const std::string& fd_socket,
   shared::UniqueFd sock(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
-  std::strncpy(address.sun_path, fd_socket.c_str(), sizeof(address.sun_path) - 1);
+  std::strncpy(address.sun_path, fd_socket.c_str(),
+               sizeof(address.sun_path) - 1);
   if (!sock.valid() ||
       connect(sock.get(), reinterpret_cast<sockaddr*>(&address),
               sizeof(address)) != 0) {
-    return Refusal(Reason::kSideChannelUnreachable,absl::StrFormat(
-        "cannot connect to hrxd's descriptor side "
-        "channel %s: %s. Fix: check that the daemon runs and this process may "
-        "open its socket.",
-        fd_socket, std::strerror(errno)));
+    return Refusal(Reason::kSideChannelUnreachable,
+                   absl::StrFormat("cannot connect to hrxd's descriptor side "
+                                   "channel %s: %s. Fix: check that the daemon "
+                                   "runs and this process may "
+                                   "open its socket.",
+                                   fd_socket, std::strerror(errno)));
   }
   if (send(sock.get(), ticket.data(), ticket.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(ticket.size())) {
-    return Refusal(Reason::kSideChannelFailed,absl::StrFormat(
-        "sending the ticket to %s: %s. Fix: retry.",
-        fd_socket, std::strerror(errno)));
+    return Refusal(Reason::kSideChannelFailed,
+                   absl::StrFormat("sending the ticket to %s: %s. Fix: retry.",
+                                   fd_socket, std::strerror(errno)));
   }
   shared::FdReplyHeader header{};
   char message[shared::kMaxFdReplyMessage + 1] = {};
@@ -43,7 +45,8 @@ absl::StatusOr<shared::UniqueFd> RedeemTicket(const std::string& fd_socket,
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   reply.msg_control = control;
   reply.msg_controllen = sizeof(control);
-  const ssize_t got = recvmsg(sock.get(), &reply, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  const ssize_t got =
+      recvmsg(sock.get(), &reply, MSG_CMSG_CLOEXEC | MSG_WAITALL);
   // Take ownership of any descriptor first, so no path below leaks it.
   shared::UniqueFd descriptor;
   for (cmsghdr* c = CMSG_FIRSTHDR(&reply); c != nullptr;
@@ -57,10 +60,10 @@ absl::StatusOr<shared::UniqueFd> RedeemTicket(const std::string& fd_socket,
   if (got != static_cast<ssize_t>(sizeof(header)) ||
       header.magic != shared::kFdReplyMagic ||
       header.message_length > shared::kMaxFdReplyMessage) {
-    return Refusal(Reason::kSideChannelProtocol,absl::StrFormat(
-        "%s sent no valid reply. Fix: use a client "
-        "library of the daemon's version.",
-        fd_socket));
+    return Refusal(Reason::kSideChannelProtocol,
+                   absl::StrFormat("%s sent no valid reply. Fix: use a client "
+                                   "library of the daemon's version.",
+                                   fd_socket));
   }
   size_t read_total = 0;
   while (read_total < header.message_length) {
@@ -74,10 +77,10 @@ absl::StatusOr<shared::UniqueFd> RedeemTicket(const std::string& fd_socket,
                         std::string(message, read_total));
   }
   if (!descriptor.valid()) {
-    return Refusal(Reason::kSideChannelProtocol,absl::StrFormat(
-        "%s accepted the ticket but sent no "
-        "descriptor. Fix: report this daemon bug.",
-        fd_socket));
+    return Refusal(Reason::kSideChannelProtocol,
+                   absl::StrFormat("%s accepted the ticket but sent no "
+                                   "descriptor. Fix: report this daemon bug.",
+                                   fd_socket));
   }
   return descriptor;
 }

@@ -64,10 +64,11 @@ absl::Status StreamState::BrokenLocked() {
     call_->WritesDone();
     broken_status_ = connection_->Check(call_->Finish());
     if (broken_status_.ok()) {
-      broken_status_ = Refusal(Reason::kStreamBroken,absl::StrFormat(
-          "hrxd at %s ended stream %u. Fix: check that the "
-          "daemon runs, then create a new stream.",
-          connection_->socket_path(), handle_.object));
+      broken_status_ = Refusal(
+          Reason::kStreamBroken,
+          absl::StrFormat("hrxd at %s ended stream %u. Fix: check that the "
+                          "daemon runs, then create a new stream.",
+                          connection_->socket_path(), handle_.object));
     }
   }
   return broken_status_;
@@ -111,10 +112,11 @@ absl::StatusOr<hrx::v1::StreamReply> StreamState::RoundTripLocked(
   // before this request has been taken in.
   unacknowledged_ = false;
   if (reply.token() != token) {
-    return Refusal(Reason::kStreamProtocol,absl::StrFormat(
-        "expected the reply to request %u, got %u. Fix: "
-        "report this daemon bug.",
-        token, reply.token()));
+    return Refusal(
+        Reason::kStreamProtocol,
+        absl::StrFormat("expected the reply to request %u, got %u. Fix: "
+                        "report this daemon bug.",
+                        token, reply.token()));
   }
   if (absl::Status status = ReplyStatus(reply); !status.ok()) return status;
   return reply;
@@ -145,8 +147,9 @@ absl::Status StreamState::Synchronize() {
   return RoundTripLocked(std::move(request)).status();
 }
 
-absl::StatusOr<std::string> StreamState::Read(
-    const shared::WireHandle& buffer, uint64_t offset, uint64_t length) {
+absl::StatusOr<std::string> StreamState::Read(const shared::WireHandle& buffer,
+                                              uint64_t offset,
+                                              uint64_t length) {
   hrx::v1::StreamRequest request;
   ToProto(buffer, request.mutable_read()->mutable_buffer());
   request.mutable_read()->set_offset(offset);

@@ -38,7 +38,8 @@ class StreamState final : public StreamBatch {
   absl::StatusOr<std::string> Read(const shared::WireHandle& buffer,
                                    uint64_t offset, uint64_t length);
   absl::StatusOr<bool> Poll();
-  absl::StatusOr<hrx::v1::Profile> LaunchProfiled(const shared::WireHandle& exec);
+  absl::StatusOr<hrx::v1::Profile> LaunchProfiled(
+      const shared::WireHandle& exec);
 
   Connection& connection() const { return *connection_; }
   const std::shared_ptr<Connection>& shared_connection() const {
@@ -48,8 +49,8 @@ class StreamState final : public StreamBatch {
   uint32_t queue() const { return queue_; }
 
  private:
-  using Call = grpc::ClientReaderWriter<hrx::v1::StreamRequest,
-                                        hrx::v1::StreamReply>;
+  using Call =
+      grpc::ClientReaderWriter<hrx::v1::StreamRequest, hrx::v1::StreamReply>;
   StreamState(std::shared_ptr<Connection> connection,
               std::unique_ptr<grpc::ClientContext> context,
               std::unique_ptr<Call> call);

@@ -187,7 +187,8 @@ class Backend {
 
   virtual const DeviceProperties& properties() const = 0;
 
-  // RESOURCE_EXHAUSTED when the allocation would pass properties().memory_bytes.
+  // RESOURCE_EXHAUSTED when the allocation would pass
+  // properties().memory_bytes.
   virtual absl::StatusOr<MemoryRef> Allocate(uint64_t bytes, MemoryKind kind,
                                              bool zeroed) = 0;
   virtual absl::StatusOr<std::unique_ptr<Queue>> CreateQueue() = 0;

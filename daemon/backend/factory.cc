@@ -31,10 +31,11 @@ absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(
              std::string(hip.status().message()));
     return OpenCpuBackend(options);
   }
-  return Refusal(Reason::kUnknownBackend,absl::StrFormat(
-      "--backend=%s is not a backend. Fix: use auto, cpu or "
-      "hip.",
-      options.choice));
+  return Refusal(
+      Reason::kUnknownBackend,
+      absl::StrFormat("--backend=%s is not a backend. Fix: use auto, cpu or "
+                      "hip.",
+                      options.choice));
 }
 
 }  // namespace hrx::backend

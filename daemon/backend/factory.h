@@ -12,7 +12,7 @@
 namespace hrx::backend {
 
 struct BackendOptions {
-  std::string choice = "auto";  // "auto", "cpu" or "hip"
+  std::string choice = "auto";    // "auto", "cpu" or "hip"
   uint64_t cpu_memory_bytes = 0;  // see CpuBackendOptions
   int gpu_device = 0;             // see GpuBackendOptions
 };

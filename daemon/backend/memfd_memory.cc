@@ -21,11 +21,14 @@ absl::Status MemoryAccounting::Reserve(uint64_t bytes) {
   uint64_t used = in_use_bytes_.load(std::memory_order_relaxed);
   while (true) {
     if (bytes > limit_bytes_ - std::min(used, limit_bytes_)) {
-      return Refusal(Reason::kDeviceMemoryExhausted,absl::StrFormat(
-          "allocate %s: the device would use %s of "
-          "its %s (%u + %u > %u bytes). Fix: free buffers, or %s.",
-          shared::FormatBytes(bytes), shared::FormatBytes(used + bytes),
-          shared::FormatBytes(limit_bytes_), used, bytes, limit_bytes_, fix_));
+      return Refusal(
+          Reason::kDeviceMemoryExhausted,
+          absl::StrFormat(
+              "allocate %s: the device would use %s of "
+              "its %s (%u + %u > %u bytes). Fix: free buffers, or %s.",
+              shared::FormatBytes(bytes), shared::FormatBytes(used + bytes),
+              shared::FormatBytes(limit_bytes_), used, bytes, limit_bytes_,
+              fix_));
     }
     if (in_use_bytes_.compare_exchange_weak(used, used + bytes)) {
       return absl::OkStatus();
@@ -42,18 +45,20 @@ absl::StatusOr<MemfdMapping> MemfdMapping::Create(uint64_t bytes) {
   // Sealable, so that udmabuf can wrap it (it requires a shrink seal).
   const int fd = memfd_create("hrx-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) {
-    return Refusal(Reason::kMemfdFailed,absl::StrFormat(
-        "allocate %u bytes: memfd_create: %s. Fix: raise the "
-        "daemon's open-file limit.",
-        bytes, std::strerror(errno)));
+    return Refusal(
+        Reason::kMemfdFailed,
+        absl::StrFormat("allocate %u bytes: memfd_create: %s. Fix: raise the "
+                        "daemon's open-file limit.",
+                        bytes, std::strerror(errno)));
   }
   if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     const int error = errno;
     close(fd);
-    return Refusal(Reason::kMemfdFailed,absl::StrFormat(
-        "allocate %u bytes: ftruncate: %s. Fix: free memory or "
-        "allocate less.",
-        bytes, std::strerror(error)));
+    return Refusal(
+        Reason::kMemfdFailed,
+        absl::StrFormat("allocate %u bytes: ftruncate: %s. Fix: free memory or "
+                        "allocate less.",
+                        bytes, std::strerror(error)));
   }
   // Only hrxd's own user may open the file again through /proc: a client
   // holding a description (or only an O_PATH reference) of another uid
@@ -66,10 +71,11 @@ absl::StatusOr<MemfdMapping> MemfdMapping::Create(uint64_t bytes) {
   if (data == MAP_FAILED) {
     const int error = errno;
     close(fd);
-    return Refusal(Reason::kMmapFailed,absl::StrFormat(
-        "allocate %u bytes: mmap: %s. Fix: free memory or "
-        "allocate less.",
-        bytes, std::strerror(error)));
+    return Refusal(
+        Reason::kMmapFailed,
+        absl::StrFormat("allocate %u bytes: mmap: %s. Fix: free memory or "
+                        "allocate less.",
+                        bytes, std::strerror(error)));
   }
   return MemfdMapping(fd, static_cast<uint8_t*>(data), bytes);
 }
@@ -95,10 +101,11 @@ MemfdMapping::~MemfdMapping() {
 absl::StatusOr<int> MemfdMapping::ExportShm() const {
   const int copy = fcntl(fd_, F_DUPFD_CLOEXEC, 0);
   if (copy < 0) {
-    return Refusal(Reason::kExportFailed,absl::StrFormat(
-        "dup of a %u-byte memfd: %s. Fix: raise the daemon's "
-        "open-file limit.",
-        size_, std::strerror(errno)));
+    return Refusal(
+        Reason::kExportFailed,
+        absl::StrFormat("dup of a %u-byte memfd: %s. Fix: raise the daemon's "
+                        "open-file limit.",
+                        size_, std::strerror(errno)));
   }
   return copy;
 }
@@ -106,20 +113,25 @@ absl::StatusOr<int> MemfdMapping::ExportShm() const {
 absl::StatusOr<int> MemfdMapping::ExportUdmabuf() const {
   const int device = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
   if (device < 0) {
-    return Refusal(Reason::kDmabufUnavailable,absl::StrFormat(
-        "export dma-buf: /dev/udmabuf cannot be opened "
-        "(%s); host memory becomes a dma-buf through it. Fix: load the "
-        "udmabuf kernel module and give the daemon access to the device, or "
-        "export as shm.",
-        std::strerror(errno)));
+    return Refusal(
+        Reason::kDmabufUnavailable,
+        absl::StrFormat(
+            "export dma-buf: /dev/udmabuf cannot be opened "
+            "(%s); host memory becomes a dma-buf through it. Fix: load the "
+            "udmabuf kernel module and give the daemon access to the device, "
+            "or "
+            "export as shm.",
+            std::strerror(errno)));
   }
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   if (size_ % page != 0) {
     close(device);
-    return Refusal(Reason::kDmabufUnaligned,absl::StrFormat(
-        "export dma-buf: a %u-byte buffer is not a whole "
-        "number of %u-byte pages. Fix: allocate a multiple of the page size.",
-        size_, page));
+    return Refusal(
+        Reason::kDmabufUnaligned,
+        absl::StrFormat("export dma-buf: a %u-byte buffer is not a whole "
+                        "number of %u-byte pages. Fix: allocate a multiple of "
+                        "the page size.",
+                        size_, page));
   }
   udmabuf_create request{};
   request.memfd = static_cast<uint32_t>(fd_);
@@ -130,10 +142,11 @@ absl::StatusOr<int> MemfdMapping::ExportUdmabuf() const {
   const int error = errno;
   close(device);
   if (dmabuf < 0) {
-    return Refusal(Reason::kDmabufUnavailable,absl::StrFormat(
-        "export dma-buf: UDMABUF_CREATE failed (%s). Fix: "
-        "check the kernel's udmabuf limits, or export as shm.",
-        std::strerror(error)));
+    return Refusal(
+        Reason::kDmabufUnavailable,
+        absl::StrFormat("export dma-buf: UDMABUF_CREATE failed (%s). Fix: "
+                        "check the kernel's udmabuf limits, or export as shm.",
+                        std::strerror(error)));
   }
   return dmabuf;
 }

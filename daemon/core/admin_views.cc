@@ -29,10 +29,11 @@ absl::Status AdminViews::RequireRole(const PeerIdentity& caller,
 
 absl::Status AdminViews::RequireKnownCaller(const PeerIdentity& caller) const {
   if (sessions_.tenants().Resolve(caller) != nullptr) return absl::OkStatus();
-  return Refusal(Reason::kUnknownCertificate,absl::StrFormat(
-      "no tenant lists certificate subject \"%s\". Fix: "
-      "add it to a tenant's certificate_subjects.",
-      caller.certificate_subject));
+  return Refusal(
+      Reason::kUnknownCertificate,
+      absl::StrFormat("no tenant lists certificate subject \"%s\". Fix: "
+                      "add it to a tenant's certificate_subjects.",
+                      caller.certificate_subject));
 }
 
 DeviceInfo AdminViews::device_info() const {
@@ -92,7 +93,8 @@ std::vector<TenantUsage> AdminViews::ListTenants() const {
   return list;
 }
 
-std::vector<SessionSummary> AdminViews::ListSessions(const std::string& tenant) const {
+std::vector<SessionSummary> AdminViews::ListSessions(
+    const std::string& tenant) const {
   const std::vector<SessionTable::Entry> sessions =
       sessions_.Select([&](uint64_t, const Session& s) {
         return tenant.empty() || s.tenant->name() == tenant;
@@ -118,7 +120,7 @@ std::vector<SessionSummary> AdminViews::ListSessions(const std::string& tenant) 
 }
 
 std::vector<BufferSummary> AdminViews::ListBuffers(const std::string& tenant,
-                                             uint64_t session) const {
+                                                   uint64_t session) const {
   const std::vector<SessionTable::Entry> sessions =
       sessions_.Select([&](uint64_t handle, const Session& s) {
         return (tenant.empty() || s.tenant->name() == tenant) &&
@@ -138,13 +140,15 @@ std::vector<BufferSummary> AdminViews::ListBuffers(const std::string& tenant,
   return list;
 }
 
-absl::Status AdminViews::SetBudget(const std::string& tenant, const Limits& limits) {
+absl::Status AdminViews::SetBudget(const std::string& tenant,
+                                   const Limits& limits) {
   std::shared_ptr<Tenant> found = sessions_.tenants().Find(tenant);
   if (found == nullptr) {
-    return Refusal(Reason::kUnknownTenant,absl::StrFormat(
-        "set budget: there is no tenant %s. Fix: use a "
-        "name from hrxctl tenants.",
-        shared::QuoteForMessage(tenant)));
+    return Refusal(
+        Reason::kUnknownTenant,
+        absl::StrFormat("set budget: there is no tenant %s. Fix: use a "
+                        "name from hrxctl tenants.",
+                        shared::QuoteForMessage(tenant)));
   }
   found->SetLimits(limits);
   return absl::OkStatus();
@@ -153,11 +157,13 @@ absl::Status AdminViews::SetBudget(const std::string& tenant, const Limits& limi
 absl::Status AdminViews::SetQueueCount(uint64_t session, uint32_t count) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
   if (owner->tenant->role() != Role::kAdmin) {
-    return Refusal(Reason::kRoleRequired,absl::StrFormat(
-        "set queue count: the pool is shared by every tenant, "
-        "and tenant \"%s\" is not an admin. Fix: ask an admin, or start hrxd "
-        "with --queue_count.",
-        owner->tenant->name()));
+    return Refusal(
+        Reason::kRoleRequired,
+        absl::StrFormat("set queue count: the pool is shared by every tenant, "
+                        "and tenant \"%s\" is not an admin. Fix: ask an admin, "
+                        "or start hrxd "
+                        "with --queue_count.",
+                        owner->tenant->name()));
   }
   return queues_.SetCapacity(count);
 }

@@ -20,8 +20,8 @@ backend::MemoryKind MemoryKindOf(AllocationKind kind) {
 }  // namespace
 
 absl::StatusOr<BufferInfo> Buffers::Allocate(uint64_t session, uint64_t bytes,
-                                          AllocationKind kind,
-                                          uint64_t stream) {
+                                             AllocationKind kind,
+                                             uint64_t stream) {
   bytes = std::max<uint64_t>(bytes, 1);
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
   HRX_RETURN_IF_ERROR(RequireWriter(*owner, "allocate"));
@@ -38,10 +38,10 @@ absl::StatusOr<BufferInfo> Buffers::Allocate(uint64_t session, uint64_t bytes,
   // command — lets go.
   HRX_ASSIGN_OR_RETURN(
       ChargeRef charge,
-      owner->tenant->Reserve(resource, bytes,
-                             absl::StrFormat("allocate %s",
-                                             shared::FormatBytes(bytes)),
-                             owner->Who()));
+      owner->tenant->Reserve(
+          resource, bytes,
+          absl::StrFormat("allocate %s", shared::FormatBytes(bytes)),
+          owner->Who()));
   uint64_t origin = 0;
   MemoryRef memory;
   {
@@ -59,7 +59,7 @@ absl::StatusOr<BufferInfo> Buffers::Allocate(uint64_t session, uint64_t bytes,
   }
   if (memory == nullptr) {
     auto fresh = backend_.Allocate(bytes, MemoryKindOf(kind),
-                                    kind == AllocationKind::kZeroed);
+                                   kind == AllocationKind::kZeroed);
     if (!fresh.ok() &&
         fresh.status().code() == absl::StatusCode::kResourceExhausted) {
       // Memory parked in this session's pools is given back before refusing.
@@ -69,16 +69,16 @@ absl::StatusOr<BufferInfo> Buffers::Allocate(uint64_t session, uint64_t bytes,
         owner->staging_pool = StagingPool();
       }
       fresh = backend_.Allocate(bytes, MemoryKindOf(kind),
-                                 kind == AllocationKind::kZeroed);
+                                kind == AllocationKind::kZeroed);
     }
     if (!fresh.ok()) return fresh.status();
     MemoryRef raw = *std::move(fresh);
     backend::Memory* address = raw.get();
-    memory = MemoryRef(address, [raw = std::move(raw), charge](
-                                    backend::Memory*) mutable {
-      raw.reset();  // the memory first, then its reservation
-      charge.reset();
-    });
+    memory = MemoryRef(
+        address, [raw = std::move(raw), charge](backend::Memory*) mutable {
+          raw.reset();  // the memory first, then its reservation
+          charge.reset();
+        });
   }
   const uint64_t allocation_id = memory->id();
   absl::MutexLock lock(&owner->mu);

@@ -43,11 +43,13 @@ class CommandCache {
   void Insert(std::string key, Value value, uint64_t bytes,
               std::vector<uint64_t> memory_ids) {
     if (bytes > max_bytes_ || max_entries_ == 0 || index_.contains(key)) return;
-    while (entries_.size() >= max_entries_ || stats_.bytes + bytes > max_bytes_) {
+    while (entries_.size() >= max_entries_ ||
+           stats_.bytes + bytes > max_bytes_) {
       Erase(entries_.begin());
       ++stats_.evictions;
     }
-    entries_.push_back(Entry{key, std::move(value), bytes, std::move(memory_ids)});
+    entries_.push_back(
+        Entry{key, std::move(value), bytes, std::move(memory_ids)});
     index_.emplace(std::move(key), std::prev(entries_.end()));
     stats_.bytes += bytes;
   }

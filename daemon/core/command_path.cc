@@ -14,10 +14,9 @@ namespace hrx::daemon {
 absl::StatusOr<StreamInfo> CommandPath::CreateStream(uint64_t session) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
   HRX_RETURN_IF_ERROR(RequireWriter(*owner, "create stream"));
-  HRX_ASSIGN_OR_RETURN(
-      ChargeRef charge,
-      owner->tenant->Reserve(Resource::kStreams, 1, "create stream",
-                             owner->Who()));
+  HRX_ASSIGN_OR_RETURN(ChargeRef charge,
+                       owner->tenant->Reserve(Resource::kStreams, 1,
+                                              "create stream", owner->Who()));
   HRX_ASSIGN_OR_RETURN(QueueAssignment assignment,
                        queues_.Assign(owner->tenant->name()));
   auto entry = std::make_shared<StreamEntry>(
@@ -29,7 +28,7 @@ absl::StatusOr<StreamInfo> CommandPath::CreateStream(uint64_t session) {
 }
 
 void CommandPath::DestroyStream(uint64_t session, uint64_t stream,
-                         DoneCallback done) {
+                                DoneCallback done) {
   auto owner = sessions_.Find(session);
   if (!owner.ok()) return done(owner.status());
   std::shared_ptr<StreamEntry> removed;
@@ -64,17 +63,19 @@ void CommandPath::DeferRefusal(uint64_t session, uint64_t stream,
     auto found = (*owner)->streams.Find(stream, "defer refusal");
     if (!found.ok()) return;
     std::shared_ptr<StreamEntry> target = **found;
-    RunInOrder(*target,
-               [target, refusal = std::move(refusal)](absl::Status cancelled,
-                                                      Deferred&) {
-                 if (cancelled.ok()) hrx::daemon::DeferRefusal(*target, refusal);
-               },
-               after);
+    RunInOrder(
+        *target,
+        [target, refusal = std::move(refusal)](absl::Status cancelled,
+                                               Deferred&) {
+          if (cancelled.ok()) hrx::daemon::DeferRefusal(*target, refusal);
+        },
+        after);
   }
   RunDeferred(after);
 }
 
-void CommandPath::Synchronize(uint64_t session, uint64_t stream, DoneCallback done) {
+void CommandPath::Synchronize(uint64_t session, uint64_t stream,
+                              DoneCallback done) {
   auto owner = sessions_.Find(session);
   if (!owner.ok()) return done(owner.status());
   std::shared_ptr<Session> keep = *owner;
@@ -97,7 +98,7 @@ void CommandPath::Synchronize(uint64_t session, uint64_t stream, DoneCallback do
 }
 
 absl::StatusOr<ChargeRef> CommandPath::ReserveReplyBytes(uint64_t session,
-                                                  uint64_t bytes) {
+                                                         uint64_t bytes) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
   return owner->tenant->Reserve(
       Resource::kReplyBytes, std::min(bytes, kMaxInlineReadBytes),
@@ -105,7 +106,7 @@ absl::StatusOr<ChargeRef> CommandPath::ReserveReplyBytes(uint64_t session,
 }
 
 void CommandPath::Read(uint64_t session, uint64_t stream, const ViewRef& src,
-                std::string* out, DoneCallback done) {
+                       std::string* out, DoneCallback done) {
   auto owner = sessions_.Find(session);
   if (!owner.ok()) return done(owner.status());
   std::shared_ptr<Session> keep = *owner;
@@ -117,26 +118,28 @@ void CommandPath::Read(uint64_t session, uint64_t stream, const ViewRef& src,
     std::shared_ptr<StreamEntry> target = **found;
     RunInOrder(
         *target,
-        [keep, target, src, out, done = std::move(done)](
-            absl::Status cancelled, Deferred& after) {
+        [keep, target, src, out, done = std::move(done)](absl::Status cancelled,
+                                                         Deferred& after) {
           if (ReportedAtSyncPoint(*target, cancelled, done, after)) return;
           auto view = planner::Resolve(*keep, src, "read src");
           if (!view.ok()) return Report(after, done, view.status());
           if (view->length > kMaxInlineReadBytes) {
             return Report(
                 after, done,
-                Refusal(Reason::kReadTooLarge,absl::StrFormat(
-                    "read src: %s (%u bytes) in one reply, "
-                    "the limit is %s. Fix: read in chunks of at most %u "
-                    "bytes.",
-                    shared::FormatBytes(view->length), view->length,
-                    shared::FormatBytes(kMaxInlineReadBytes),
-                    kMaxInlineReadBytes)));
+                Refusal(
+                    Reason::kReadTooLarge,
+                    absl::StrFormat(
+                        "read src: %s (%u bytes) in one reply, "
+                        "the limit is %s. Fix: read in chunks of at most %u "
+                        "bytes.",
+                        shared::FormatBytes(view->length), view->length,
+                        shared::FormatBytes(kMaxInlineReadBytes),
+                        kMaxInlineReadBytes)));
           }
           out->resize(view->length);
           if (view->length != 0) {
-            auto read = target->queue->EnqueueRead(
-                view->memory, view->offset, view->length, out->data());
+            auto read = target->queue->EnqueueRead(view->memory, view->offset,
+                                                   view->length, out->data());
             if (!read.ok()) return Report(after, done, read.status());
             target->published = *read;
           }
@@ -164,7 +167,7 @@ absl::StatusOr<bool> CommandPath::Poll(uint64_t session, uint64_t stream) {
 }
 
 absl::StatusOr<StreamStats> CommandPath::GetStreamStats(uint64_t session,
-                                                 uint64_t stream) {
+                                                        uint64_t stream) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
   absl::MutexLock lock(&owner->mu);
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<StreamEntry> * target,

@@ -70,8 +70,7 @@ class CommandPath {
   // Without waiting: whether everything submitted so far has completed.
   // Reports a deferred refusal; reclaims completed staging.
   absl::StatusOr<bool> Poll(uint64_t session, uint64_t stream);
-  absl::StatusOr<StreamStats> GetStreamStats(uint64_t session,
-                                             uint64_t stream);
+  absl::StatusOr<StreamStats> GetStreamStats(uint64_t session, uint64_t stream);
 
  private:
   struct SubmitJob;

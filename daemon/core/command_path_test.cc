@@ -135,9 +135,9 @@ TEST_F(CommandPathTest, ALostDeviceRefusesTheBatchAndDropsItsEvents) {
   EXPECT_EQ(ReasonOf(harness_.Submit(std::move(batch)).status()),
             Reason::kDeviceFault);
   // Nobody can wait on an event that was never published.
-  EXPECT_EQ(ReasonOf(harness_.core().events().Query(harness_.session(), 42)
-                         .status()),
-            Reason::kUnknownEvent);
+  EXPECT_EQ(
+      ReasonOf(harness_.core().events().Query(harness_.session(), 42).status()),
+      Reason::kUnknownEvent);
   EXPECT_EQ(harness_.Usage(Resource::kEvents), 0u);
 }
 

@@ -141,9 +141,8 @@ void Core::CloseSession(uint64_t session, CloseDone done) {
   const pid_t pid = closing->identity.pid;
   if (pid > 0 && !sharing_.WaitsFor(pid) &&
       sessions_
-          .Select([&](uint64_t, const Session& s) {
-            return s.identity.pid == pid;
-          })
+          .Select(
+              [&](uint64_t, const Session& s) { return s.identity.pid == pid; })
           .empty()) {
     watcher_->Unwatch(pid);
   }
@@ -159,17 +158,14 @@ void Core::CloseSession(uint64_t session, CloseDone done) {
         }
       });
   for (auto& [queue, fence] : remains.waits) {
-    queue->OnComplete(fence, [countdown](absl::Status status) {
-      countdown->Arrive(status);
-    });
+    queue->OnComplete(
+        fence, [countdown](absl::Status status) { countdown->Arrive(status); });
   }
 }
 
 void Core::ProcessExited(pid_t pid) {
-  for (const auto& [handle, session] :
-       sessions_.Select([&](uint64_t, const Session& s) {
-         return s.identity.pid == pid;
-       })) {
+  for (const auto& [handle, session] : sessions_.Select(
+           [&](uint64_t, const Session& s) { return s.identity.pid == pid; })) {
     CloseSession(handle, [](absl::StatusOr<CloseSummary>) {});
   }
   // Its mappings are gone with it: the memory they kept can go.

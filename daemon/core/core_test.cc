@@ -41,7 +41,8 @@ class CoreTest : public ::testing::Test {
   }
 
   uint64_t Allocate(uint64_t bytes) {
-    auto buffer = core_.buffers().Allocate(session_, bytes, AllocationKind::kZeroed, stream_);
+    auto buffer = core_.buffers().Allocate(session_, bytes,
+                                           AllocationKind::kZeroed, stream_);
     EXPECT_THAT(buffer.status(), IsOk());
     return buffer->handle;
   }
@@ -61,10 +62,11 @@ class CoreTest : public ::testing::Test {
     absl::Notification done;
     absl::Status result;
     std::string out;
-    core_.commands().Read(session_, stream_, view, &out, [&](absl::Status status) {
-      result = status;
-      done.Notify();
-    });
+    core_.commands().Read(session_, stream_, view, &out,
+                          [&](absl::Status status) {
+                            result = status;
+                            done.Notify();
+                          });
     done.WaitForNotification();
     if (!result.ok()) return result;
     return out;
@@ -73,11 +75,12 @@ class CoreTest : public ::testing::Test {
   absl::StatusOr<size_t> SubmitBatch(std::vector<Command> batch) {
     absl::Notification done;
     absl::StatusOr<size_t> result;
-    core_.commands().Submit(session_, stream_, std::move(batch), SubmitErrors::kReturn,
-                 [&](absl::StatusOr<size_t> enqueued) {
-                   result = std::move(enqueued);
-                   done.Notify();
-                 });
+    core_.commands().Submit(session_, stream_, std::move(batch),
+                            SubmitErrors::kReturn,
+                            [&](absl::StatusOr<size_t> enqueued) {
+                              result = std::move(enqueued);
+                              done.Notify();
+                            });
     done.WaitForNotification();
     return result;
   }
@@ -100,8 +103,7 @@ TEST_F(CoreTest, FillCopyUploadAndReadRoundTrip) {
   batch.push_back(FillCommand{{a, 0, 256}, 0x11});
   batch.push_back(UploadCommand{{a, 100, 50}, "hello"});
   batch.push_back(CopyCommand{{b, 0, 256}, {a, 0, 256}});
-  ASSERT_THAT(SubmitBatch(std::move(batch)).status(),
-              IsOk());
+  ASSERT_THAT(SubmitBatch(std::move(batch)).status(), IsOk());
   auto bytes = Read({b, 98, 8});
   ASSERT_THAT(bytes.status(), IsOk());
   EXPECT_EQ(*bytes, std::string("\x11\x11hello\x11"));
@@ -152,9 +154,9 @@ TEST_F(CoreTest, RefusesUnequalAndOverlappingCopies) {
   EXPECT_THAT(SubmitOne(CopyCommand{{a, 0, 8}, {a, 32, 16}}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("copy_length_mismatch")));
-  EXPECT_THAT(SubmitOne(CopyCommand{{a, 0, 16}, {a, 8, 16}}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("copy_overlap")));
+  EXPECT_THAT(
+      SubmitOne(CopyCommand{{a, 0, 16}, {a, 8, 16}}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("copy_overlap")));
   EXPECT_THAT(SubmitOne(CopyCommand{{a, 0, 16}, {a, 16, 16}}), IsOk());
 }
 
@@ -162,8 +164,8 @@ TEST_F(CoreTest, RefusesUploadLargerThanItsView) {
   const uint64_t a = Allocate(64);
   EXPECT_THAT(SubmitOne(UploadCommand{{a, 0, 4}, "12345"}),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("upload_too_large"), HasSubstr("5 bytes"),
-                             HasSubstr("4-byte"))));
+                       AllOf(HasSubstr("upload_too_large"),
+                             HasSubstr("5 bytes"), HasSubstr("4-byte"))));
 }
 
 TEST_F(CoreTest, FreedBufferHandleIsStaleAndMemoryOutlivesQueuedWork) {
@@ -198,14 +200,14 @@ TEST_F(CoreTest, BatchLimitIsInclusive) {
   EXPECT_THAT(SubmitBatch(at_limit), IsOk());
   std::vector<Command> over(kMaxCommandsPerSubmit + 1,
                             FillCommand{{a, 0, 8}, 1});
-  EXPECT_THAT(SubmitBatch(over),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("batch_too_large")));
+  EXPECT_THAT(SubmitBatch(over), StatusIs(absl::StatusCode::kInvalidArgument,
+                                          HasSubstr("batch_too_large")));
 }
 
 TEST_F(CoreTest, DeviceMemoryLimitIsInclusive) {
   const uint64_t used = core_.admin().status().bytes_in_use;
-  auto fits = core_.buffers().Allocate(session_, kDeviceBytes - used, AllocationKind::kDevice);
+  auto fits = core_.buffers().Allocate(session_, kDeviceBytes - used,
+                                       AllocationKind::kDevice);
   ASSERT_THAT(fits.status(), IsOk());
   EXPECT_THAT(core_.buffers().Allocate(session_, 1, AllocationKind::kDevice),
               StatusIs(absl::StatusCode::kResourceExhausted,

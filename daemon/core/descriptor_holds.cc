@@ -22,10 +22,11 @@ absl::StatusOr<shared::UniqueFd> OpenExportDescription(
   const std::string path = absl::StrFormat("/proc/self/fd/%d", ours.get());
   const int fresh = open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fresh < 0) {
-    return Refusal(Reason::kExportFailed,absl::StrFormat(
-        "export buffer: cannot open a description of its "
-        "memory (%s). Fix: raise hrxd's open-file limit.",
-        std::strerror(errno)));
+    return Refusal(
+        Reason::kExportFailed,
+        absl::StrFormat("export buffer: cannot open a description of its "
+                        "memory (%s). Fix: raise hrxd's open-file limit.",
+                        std::strerror(errno)));
   }
   return shared::UniqueFd(fresh);
 }

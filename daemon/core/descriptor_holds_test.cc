@@ -24,7 +24,8 @@ class DescriptorHoldsTest : public ::testing::Test {
     memory_ = *std::move(memory);
   }
 
-  backend::CpuBackend backend_{backend::CpuBackendOptions{.memory_bytes = 1 << 20}};
+  backend::CpuBackend backend_{
+      backend::CpuBackendOptions{.memory_bytes = 1 << 20}};
   backend::MemoryRef memory_;
 };
 

@@ -73,21 +73,21 @@ uint64_t BindingBytes(const backend::GraphPlan& plan) {
     }
   };
   for (const GraphNode& node : plan.nodes) {
-    std::visit(Overloaded{
-                   [&](const backend::FillOp& fill) { bind(fill.dst); },
-                   [&](const backend::CopyOp& copy) {
-                     bind(copy.dst);
-                     bind(copy.src);
-                   },
-                   [&](const backend::DispatchRef& dispatch) {
-                     for (const backend::BoundBuffer& binding :
-                          dispatch->bindings) {
-                       bind(binding.memory);
-                     }
-                   },
-                   [](const backend::JoinOp&) {},
-               },
-               node.op);
+    std::visit(
+        Overloaded{
+            [&](const backend::FillOp& fill) { bind(fill.dst); },
+            [&](const backend::CopyOp& copy) {
+              bind(copy.dst);
+              bind(copy.src);
+            },
+            [&](const backend::DispatchRef& dispatch) {
+              for (const backend::BoundBuffer& binding : dispatch->bindings) {
+                bind(binding.memory);
+              }
+            },
+            [](const backend::JoinOp&) {},
+        },
+        node.op);
   }
   return bytes;
 }
@@ -128,12 +128,12 @@ absl::StatusOr<GraphExecInfo> Graphs::CreateExec(uint64_t session,
   planner::Planner planner(*owner, **target, count, "graph node",
                            /*use_caches=*/false);
   for (size_t i = 0; i < count; ++i) {
-    HRX_RETURN_IF_ERROR(std::visit(
-        Overloaded{
-            [&](JoinCommand&) { return absl::OkStatus(); },
-            [&](auto& op) { return planner.Add(i, op); },
-        },
-        spec.nodes[i].op));
+    HRX_RETURN_IF_ERROR(
+        std::visit(Overloaded{
+                       [&](JoinCommand&) { return absl::OkStatus(); },
+                       [&](auto& op) { return planner.Add(i, op); },
+                   },
+                   spec.nodes[i].op));
   }
   planner::Plan prepared = planner.Take();
   // The planner made one step per non-join node, in order.
@@ -192,53 +192,58 @@ void Graphs::LaunchProfiled(uint64_t session, uint64_t stream, uint64_t exec,
     auto found = keep->streams.Find(stream, "launch profiled stream");
     if (!found.ok()) return done(found.status());
     std::shared_ptr<StreamEntry> target = **found;
-    RunInOrder(*target, [keep, target, exec, done = std::move(done)](
-                            absl::Status cancelled, Deferred& after) {
-      auto fail = [&](absl::Status status) {
-        Report(after, done, Profile(std::move(status)));
-      };
-      if (!cancelled.ok()) return fail(cancelled);
-      // A sync point: a deferred refusal is reported first.
-      if (absl::Status deferred = TakeDeferredRefusal(*target);
-          !deferred.ok()) {
-        return fail(deferred);
-      }
-      auto entry = keep->graph_execs.Find(exec, "launch profiled");
-      if (!entry.ok()) return fail(entry.status());
-      GraphExecEntry& graph = **entry;
-      if (!graph.profiled) {
-        return fail(Refusal(Reason::kGraphNotProfiled,
-                            "launch profiled: the graph was finished without "
-                            "labels. Fix: finish it with "
-                            "FinishProfiled(labels)."));
-      }
-      if (absl::Status launchable =
-              planner::CheckLaunchable(graph, *target, "launch profiled");
-          !launchable.ok()) {
-        return fail(launchable);
-      }
-      auto times = std::make_shared<std::vector<uint64_t>>(
-          graph.plan->nodes.size(), 0);
-      backend::Queue* queue = target->queue;
-      auto enqueued = queue->EnqueueGraph(graph.plan, times.get());
-      if (!enqueued.ok()) return fail(enqueued.status());
-      const backend::Fence fence = target->published = *enqueued;
-      after.push_back([queue, fence, times, labels = graph.labels,
-                       failed = graph.failed, done]() {
-        queue->OnComplete(fence, [times, labels, failed,
-                                  done](absl::Status status) {
-          if (!status.ok()) {
-            failed->store(true);
-            return done(Profile(status));
+    RunInOrder(
+        *target,
+        [keep, target, exec, done = std::move(done)](absl::Status cancelled,
+                                                     Deferred& after) {
+          auto fail = [&](absl::Status status) {
+            Report(after, done, Profile(std::move(status)));
+          };
+          if (!cancelled.ok()) return fail(cancelled);
+          // A sync point: a deferred refusal is reported first.
+          if (absl::Status deferred = TakeDeferredRefusal(*target);
+              !deferred.ok()) {
+            return fail(deferred);
           }
-          std::vector<NodeTime> profile;
-          for (size_t i = 0; i < labels.size(); ++i) {
-            if (!labels[i].empty()) profile.push_back({labels[i], (*times)[i]});
+          auto entry = keep->graph_execs.Find(exec, "launch profiled");
+          if (!entry.ok()) return fail(entry.status());
+          GraphExecEntry& graph = **entry;
+          if (!graph.profiled) {
+            return fail(
+                Refusal(Reason::kGraphNotProfiled,
+                        "launch profiled: the graph was finished without "
+                        "labels. Fix: finish it with "
+                        "FinishProfiled(labels)."));
           }
-          done(std::move(profile));
-        });
-      });
-    }, after);
+          if (absl::Status launchable =
+                  planner::CheckLaunchable(graph, *target, "launch profiled");
+              !launchable.ok()) {
+            return fail(launchable);
+          }
+          auto times = std::make_shared<std::vector<uint64_t>>(
+              graph.plan->nodes.size(), 0);
+          backend::Queue* queue = target->queue;
+          auto enqueued = queue->EnqueueGraph(graph.plan, times.get());
+          if (!enqueued.ok()) return fail(enqueued.status());
+          const backend::Fence fence = target->published = *enqueued;
+          after.push_back([queue, fence, times, labels = graph.labels,
+                           failed = graph.failed, done]() {
+            queue->OnComplete(
+                fence, [times, labels, failed, done](absl::Status status) {
+                  if (!status.ok()) {
+                    failed->store(true);
+                    return done(Profile(status));
+                  }
+                  std::vector<NodeTime> profile;
+                  for (size_t i = 0; i < labels.size(); ++i) {
+                    if (!labels[i].empty())
+                      profile.push_back({labels[i], (*times)[i]});
+                  }
+                  done(std::move(profile));
+                });
+          });
+        },
+        after);
   }
   RunDeferred(after);
 }

@@ -42,14 +42,14 @@ TEST(HandleAuthorityTest, RefusesEachKindOfBadHandleWithItsOwnCode) {
 
   WireHandle forged = good;
   forged.object = shared::Handle{HandleKind::kBuffer, 8, 2}.Encode();
-  EXPECT_THAT(authority.Open(forged, kSession, HandleKind::kBuffer, "t"),
-              StatusIs(absl::StatusCode::kUnauthenticated,
-                       HasSubstr("forged_handle")));
+  EXPECT_THAT(
+      authority.Open(forged, kSession, HandleKind::kBuffer, "t"),
+      StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("forged_handle")));
   WireHandle corrupted = good;
   corrupted.tag ^= 1;
-  EXPECT_THAT(authority.Open(corrupted, kSession, HandleKind::kBuffer, "t"),
-              StatusIs(absl::StatusCode::kUnauthenticated,
-                       HasSubstr("forged_handle")));
+  EXPECT_THAT(
+      authority.Open(corrupted, kSession, HandleKind::kBuffer, "t"),
+      StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("forged_handle")));
 
   EXPECT_THAT(authority.Open(good, kOtherSession, HandleKind::kBuffer, "t"),
               StatusIs(absl::StatusCode::kPermissionDenied,

@@ -106,25 +106,33 @@ class HandleTable {
     const shared::Handle handle = shared::Handle::Decode(wire);
     const std::string_view want = shared::HandleKindName(kind_);
     if (handle.kind != kind_) {
-      return Refusal(Reason::kWrongHandleKind,absl::StrFormat(
-          "%s: handle %#x is a %s handle where a %s handle "
-          "is required. Fix: pass the %s handle returned when it was created.",
-          what, wire, shared::HandleKindName(handle.kind), want, want));
+      return Refusal(
+          Reason::kWrongHandleKind,
+          absl::StrFormat("%s: handle %#x is a %s handle where a %s handle "
+                          "is required. Fix: pass the %s handle returned when "
+                          "it was created.",
+                          what, wire, shared::HandleKindName(handle.kind), want,
+                          want));
     }
     if (handle.slot >= slots_.size() || handle.generation == 0 ||
         handle.generation > slots_[handle.slot].generation) {
-      return Refusal(Reason::kUnknownHandle,absl::StrFormat(
-          "%s: %s handle %#x (slot %u, generation %u) was "
-          "never issued in this session. Fix: pass a handle this session "
-          "created.",
-          what, want, wire, handle.slot, handle.generation));
+      return Refusal(
+          Reason::kUnknownHandle,
+          absl::StrFormat(
+              "%s: %s handle %#x (slot %u, generation %u) was "
+              "never issued in this session. Fix: pass a handle this session "
+              "created.",
+              what, want, wire, handle.slot, handle.generation));
     }
     Slot& slot = slots_[handle.slot];
     if (handle.generation != slot.generation || !slot.value) {
-      return Refusal(Reason::kStaleHandle,absl::StrFormat(
-          "%s: %s handle %#x (slot %u, generation %u) names a "
-          "%s that was already freed. Fix: do not use a %s after freeing it.",
-          what, want, wire, handle.slot, handle.generation, want, want));
+      return Refusal(
+          Reason::kStaleHandle,
+          absl::StrFormat("%s: %s handle %#x (slot %u, generation %u) names a "
+                          "%s that was already freed. Fix: do not use a %s "
+                          "after freeing it.",
+                          what, want, wire, handle.slot, handle.generation,
+                          want, want));
     }
     return &slot;
   }

@@ -52,13 +52,12 @@ TEST(HandleTableTest, RefusesWrongKindAndUnknownSlots) {
   EXPECT_THAT(buffers.Find(as_stream.Encode(), "t"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("is a stream handle where a buffer handle")));
-  const uint64_t unknown =
-      shared::Handle{HandleKind::kBuffer, 99, 1}.Encode();
-  EXPECT_THAT(buffers.Find(unknown, "t"),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("unknown_handle")));
-  EXPECT_THAT(buffers.Find(0, "t"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("wrong_handle_kind")));
+  const uint64_t unknown = shared::Handle{HandleKind::kBuffer, 99, 1}.Encode();
+  EXPECT_THAT(
+      buffers.Find(unknown, "t"),
+      StatusIs(absl::StatusCode::kNotFound, HasSubstr("unknown_handle")));
+  EXPECT_THAT(buffers.Find(0, "t"), StatusIs(absl::StatusCode::kInvalidArgument,
+                                             HasSubstr("wrong_handle_kind")));
 }
 
 }  // namespace

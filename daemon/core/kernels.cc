@@ -17,10 +17,9 @@ std::string SignatureText(const backend::KernelSignature& signature) {
                 ? std::string("buffer")
                 : absl::StrFormat("scalar%u", signature.args[i].size * 8);
   }
-  return text + absl::StrFormat(") workgroup [%u, %u, %u]",
-                                signature.workgroup_size[0],
-                                signature.workgroup_size[1],
-                                signature.workgroup_size[2]);
+  return text + absl::StrFormat(
+                    ") workgroup [%u, %u, %u]", signature.workgroup_size[0],
+                    signature.workgroup_size[1], signature.workgroup_size[2]);
 }
 
 }  // namespace
@@ -33,12 +32,15 @@ absl::StatusOr<KernelInfo> Kernels::Load(
   // Checked before a byte of the object is mapped: on the CPU backend
   // loading runs the object's code (its constructors) inside hrxd.
   if (!owner->tenant->load_kernels()) {
-    return Refusal(Reason::kKernelLoadingNotAllowed,absl::StrFormat(
-        "load kernel %s: tenant \"%s\" (%s) may "
-        "not load kernels; a kernel runs with the daemon's privileges. Fix: "
-        "set load_kernels: true on the tenant in the config, for tenants "
-        "trusted as the daemon's own user.",
-        entry, owner->tenant->name(), owner->Who()));
+    return Refusal(
+        Reason::kKernelLoadingNotAllowed,
+        absl::StrFormat(
+            "load kernel %s: tenant \"%s\" (%s) may "
+            "not load kernels; a kernel runs with the daemon's privileges. "
+            "Fix: "
+            "set load_kernels: true on the tenant in the config, for tenants "
+            "trusted as the daemon's own user.",
+            entry, owner->tenant->name(), owner->Who()));
   }
   HRX_ASSIGN_OR_RETURN(
       ChargeRef charge,
@@ -48,10 +50,12 @@ absl::StatusOr<KernelInfo> Kernels::Load(
   {
     absl::MutexLock lock(&owner->mu);
     if (owner->kernels.size() >= kMaxKernelsPerSession) {
-      return Refusal(Reason::kTooManyKernels,absl::StrFormat(
-          "load kernel %s: the session holds %u kernels, "
-          "the limit is %u. Fix: unload kernels it no longer uses.",
-          entry, owner->kernels.size(), kMaxKernelsPerSession));
+      return Refusal(
+          Reason::kTooManyKernels,
+          absl::StrFormat(
+              "load kernel %s: the session holds %u kernels, "
+              "the limit is %u. Fix: unload kernels it no longer uses.",
+              entry, owner->kernels.size(), kMaxKernelsPerSession));
     }
   }
   HRX_ASSIGN_OR_RETURN(backend::KernelRef kernel,
@@ -59,11 +63,14 @@ absl::StatusOr<KernelInfo> Kernels::Load(
   if (declared != nullptr &&
       (declared->args != kernel->signature().args ||
        declared->workgroup_size != kernel->signature().workgroup_size)) {
-    return Refusal(Reason::kSignatureMismatch,absl::StrFormat(
-        "load kernel %s: declared %s but the module "
-        "declares %s. Fix: declare the kernel's real signature, or none to "
-        "use the module's.",
-        entry, SignatureText(*declared), SignatureText(kernel->signature())));
+    return Refusal(
+        Reason::kSignatureMismatch,
+        absl::StrFormat(
+            "load kernel %s: declared %s but the module "
+            "declares %s. Fix: declare the kernel's real signature, or none to "
+            "use the module's.",
+            entry, SignatureText(*declared),
+            SignatureText(kernel->signature())));
   }
   absl::MutexLock lock(&owner->mu);
   KernelInfo info{0, entry, kernel->signature()};

@@ -102,18 +102,20 @@ absl::Status Planner::Add(size_t i, CopyCommand& copy) {
   HRX_ASSIGN_OR_RETURN(ResolvedView src,
                        Resolve(session_, copy.src, Label(i, "copy", "src")));
   if (dst.length != src.length) {
-    return Refusal(Reason::kCopyLengthMismatch,absl::StrFormat(
-        "%s: dst is %u bytes but src is %u bytes. "
-        "Fix: copy between views of equal length.",
-        Label(i, "copy", ""), dst.length, src.length));
+    return Refusal(
+        Reason::kCopyLengthMismatch,
+        absl::StrFormat("%s: dst is %u bytes but src is %u bytes. "
+                        "Fix: copy between views of equal length.",
+                        Label(i, "copy", ""), dst.length, src.length));
   }
   if (dst.memory == src.memory &&
       shared::SpansOverlap(dst.offset, src.offset, dst.length)) {
-    return Refusal(Reason::kCopyOverlap,absl::StrFormat(
-        "%s: dst [%u, +%u) overlaps src [%u, +%u) in the "
-        "same buffer. Fix: copy through a temporary buffer.",
-        Label(i, "copy", ""), dst.offset, dst.length, src.offset,
-        src.length));
+    return Refusal(
+        Reason::kCopyOverlap,
+        absl::StrFormat("%s: dst [%u, +%u) overlaps src [%u, +%u) in the "
+                        "same buffer. Fix: copy through a temporary buffer.",
+                        Label(i, "copy", ""), dst.offset, dst.length,
+                        src.offset, src.length));
   }
   backend::CopyOp prepared{dst.memory, dst.offset, src.memory, src.offset,
                            dst.length};
@@ -131,10 +133,11 @@ absl::Status Planner::Add(size_t i, UploadCommand& upload) {
   const std::string label = Label(i, "upload", "dst");
   HRX_ASSIGN_OR_RETURN(ResolvedView dst, Resolve(session_, upload.dst, label));
   if (upload.data.size() > dst.length) {
-    return Refusal(Reason::kUploadTooLarge,absl::StrFormat(
-        "%s: %u bytes of data do not fit the %u-byte "
-        "view. Fix: upload at most the view's length.",
-        label, upload.data.size(), dst.length));
+    return Refusal(
+        Reason::kUploadTooLarge,
+        absl::StrFormat("%s: %u bytes of data do not fit the %u-byte "
+                        "view. Fix: upload at most the view's length.",
+                        label, upload.data.size(), dst.length));
   }
   plan_.steps.push_back(
       PreparedUpload{dst.memory, dst.offset, std::move(upload.data)});
@@ -144,25 +147,27 @@ absl::Status Planner::Add(size_t i, UploadCommand& upload) {
 absl::Status Planner::Add(size_t i, RecordEventCommand& record) {
   if (record.event == 0 || session_.events.contains(record.event) ||
       !batch_events_.insert(record.event).second) {
-    return Refusal(Reason::kEventIdInUse,absl::StrFormat(
-        "%s: event id %u is zero or already names a live "
-        "event of this session. Fix: use a fresh nonzero id per event and "
-        "release events when done.",
-        Label(i, "record_event", ""), record.event));
+    return Refusal(
+        Reason::kEventIdInUse,
+        absl::StrFormat(
+            "%s: event id %u is zero or already names a live "
+            "event of this session. Fix: use a fresh nonzero id per event and "
+            "release events when done.",
+            Label(i, "record_event", ""), record.event));
   }
   if (session_.events.size() + batch_events_.size() > kMaxEventsPerSession) {
-    return Refusal(Reason::kTooManyEvents,absl::StrFormat(
-        "%s: the session holds %u live events, the limit "
-        "is %u. Fix: release events that are no longer needed.",
-        Label(i, "record_event", ""), session_.events.size(),
-        kMaxEventsPerSession));
+    return Refusal(
+        Reason::kTooManyEvents,
+        absl::StrFormat("%s: the session holds %u live events, the limit "
+                        "is %u. Fix: release events that are no longer needed.",
+                        Label(i, "record_event", ""), session_.events.size(),
+                        kMaxEventsPerSession));
   }
   // Live event ids are counted per tenant (each holds a table entry).
   HRX_ASSIGN_OR_RETURN(
       ChargeRef charge,
-      session_.tenant->Reserve(
-          Resource::kEvents, 1,
-          Label(i, "record_event", ""), session_.Who()));
+      session_.tenant->Reserve(Resource::kEvents, 1,
+                               Label(i, "record_event", ""), session_.Who()));
   plan_.recorded_events.push_back(record.event);
   plan_.event_charges.push_back(std::move(charge));
   plan_.steps.push_back(PreparedRecord{record.event});
@@ -176,21 +181,25 @@ absl::Status Planner::Add(size_t i, WaitEventCommand& wait) {
   }
   auto it = session_.events.find(wait.event);
   if (it == session_.events.end()) {
-    return Refusal(Reason::kUnknownEvent,absl::StrFormat(
-        "%s: event %u is not a live event of this session. "
-        "Fix: wait on events this session recorded and has not released.",
-        Label(i, "wait_event", ""), wait.event));
+    return Refusal(
+        Reason::kUnknownEvent,
+        absl::StrFormat(
+            "%s: event %u is not a live event of this session. "
+            "Fix: wait on events this session recorded and has not released.",
+            Label(i, "wait_event", ""), wait.event));
   }
   if (it->second.queue == nullptr) {
-    return Refusal(Reason::kEventUnpublished,absl::StrFormat(
-        "%s: event %u belongs to a batch that is still "
-        "being enqueued. Fix: synchronize the recording stream first.",
-        Label(i, "wait_event", ""), wait.event));
+    return Refusal(
+        Reason::kEventUnpublished,
+        absl::StrFormat(
+            "%s: event %u belongs to a batch that is still "
+            "being enqueued. Fix: synchronize the recording stream first.",
+            Label(i, "wait_event", ""), wait.event));
   }
   const bool same_queue = it->second.queue == stream_.queue;
-  plan_.steps.push_back(same_queue ? PreparedWait{}
-                                   : PreparedWait{it->second.queue,
-                                                  it->second.fence});
+  plan_.steps.push_back(same_queue
+                            ? PreparedWait{}
+                            : PreparedWait{it->second.queue, it->second.fence});
   return absl::OkStatus();
 }
 
@@ -213,11 +222,10 @@ absl::Status Planner::Add(size_t i, DispatchCommand& dispatch) {
                        session_.kernels.Find(dispatch.kernel, label));
   const backend::KernelRef& kernel = entry->kernel;
   const backend::KernelSignature& signature = kernel->signature();
-  HRX_RETURN_IF_ERROR(shared::CheckLaunchShape(label, dispatch.grid, dispatch.block,
-                                       signature.workgroup_size));
-  HRX_RETURN_IF_ERROR(shared::CheckArguments(label, signature,
-                                     dispatch.constants.size(),
-                                     dispatch.bindings.size()));
+  HRX_RETURN_IF_ERROR(shared::CheckLaunchShape(
+      label, dispatch.grid, dispatch.block, signature.workgroup_size));
+  HRX_RETURN_IF_ERROR(shared::CheckArguments(
+      label, signature, dispatch.constants.size(), dispatch.bindings.size()));
   auto args = std::make_shared<backend::DispatchArgs>();
   args->kernel = kernel;
   args->grid = dispatch.grid;
@@ -236,8 +244,9 @@ absl::Status Planner::Add(size_t i, DispatchCommand& dispatch) {
   }
   DispatchRef prepared = std::move(args);
   if (use_caches_ && cacheable) {
-    const uint64_t bytes = prepared->constants.size() +
-                           prepared->bindings.size() * sizeof(backend::BoundBuffer);
+    const uint64_t bytes =
+        prepared->constants.size() +
+        prepared->bindings.size() * sizeof(backend::BoundBuffer);
     stream_.dispatch_cache.Insert(std::move(key), prepared, bytes,
                                   std::move(ids));
   }
@@ -253,6 +262,5 @@ absl::Status Planner::Add(size_t i, LaunchGraphCommand& launch) {
   plan_.steps.push_back(PreparedLaunch{exec->plan, exec->failed});
   return absl::OkStatus();
 }
-
 
 }  // namespace hrx::daemon::planner

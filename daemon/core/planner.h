@@ -45,10 +45,9 @@ struct PreparedLaunch {
   backend::GraphRef plan;
   std::shared_ptr<std::atomic<bool>> failed;
 };
-using Prepared =
-    std::variant<backend::FillOp, backend::CopyOp, PreparedUpload,
-                 PreparedRecord, PreparedWait, backend::DispatchRef,
-                 PreparedLaunch>;
+using Prepared = std::variant<backend::FillOp, backend::CopyOp, PreparedUpload,
+                              PreparedRecord, PreparedWait,
+                              backend::DispatchRef, PreparedLaunch>;
 
 // Everything phase 1 produces.
 struct Plan {

@@ -8,7 +8,8 @@ using backend::MemoryRef;
 
 bool UploadStaging::NeedsDrain(uint64_t bytes) const {
   return pending_.size() >= kMaxPendingStagings ||
-         bytes > kStagingLimitBytes - std::min(pending_bytes_, kStagingLimitBytes);
+         bytes >
+             kStagingLimitBytes - std::min(pending_bytes_, kStagingLimitBytes);
 }
 
 MemoryRef UploadStaging::TakeFitting(uint64_t bytes) {
@@ -53,11 +54,11 @@ std::vector<MemoryRef> UploadStaging::Reclaim(backend::Fence completed) {
     // Make room by evicting the smallest completed staging first.
     while (completed_.size() >= kMaxPendingStagings ||
            size > kStagingLimitBytes - completed_bytes_) {
-      auto smallest = std::min_element(
-          completed_.begin(), completed_.end(),
-          [](const MemoryRef& a, const MemoryRef& b) {
-            return a->size() < b->size();
-          });
+      auto smallest =
+          std::min_element(completed_.begin(), completed_.end(),
+                           [](const MemoryRef& a, const MemoryRef& b) {
+                             return a->size() < b->size();
+                           });
       completed_bytes_ -= (*smallest)->size();
       evicted.push_back(std::move(*smallest));
       completed_.erase(smallest);

@@ -40,19 +40,22 @@ uint32_t QueuePool::capacity() const {
 
 absl::Status QueuePool::SetCapacity(uint32_t count) {
   if (count == 0 || count > kMaxQueueCount) {
-    return Refusal(Reason::kBadQueueCount,absl::StrFormat(
-        "set queue count %u: the pool holds 1 to %u queues. "
-        "Fix: pass a count in that range.",
-        count, kMaxQueueCount));
+    return Refusal(
+        Reason::kBadQueueCount,
+        absl::StrFormat("set queue count %u: the pool holds 1 to %u queues. "
+                        "Fix: pass a count in that range.",
+                        count, kMaxQueueCount));
   }
   absl::MutexLock lock(&mu_);
   if (count == capacity_) return absl::OkStatus();
   if (created_ != 0) {
-    return Refusal(Reason::kQueuePoolBusy,absl::StrFormat(
-        "set queue count %u: streams already run on %u "
-        "queue(s) of a pool of %u. Fix: set the count before the first "
-        "stream is created (or restart hrxd with --queue_count=%u).",
-        count, created_, capacity_, count));
+    return Refusal(
+        Reason::kQueuePoolBusy,
+        absl::StrFormat(
+            "set queue count %u: streams already run on %u "
+            "queue(s) of a pool of %u. Fix: set the count before the first "
+            "stream is created (or restart hrxd with --queue_count=%u).",
+            count, created_, capacity_, count));
   }
   capacity_ = count;
   return absl::OkStatus();

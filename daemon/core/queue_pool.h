@@ -40,9 +40,10 @@ class QueuePool {
   uint32_t capacity() const;
   uint32_t created() const;
 
-  // Sets each tenant pool's size. Only before the first queue exists: afterwards a
-  // different count is FAILED_PRECONDITION "queue_pool_busy" (repeating the
-  // current count is allowed). INVALID_ARGUMENT outside 1..kMaxQueueCount.
+  // Sets each tenant pool's size. Only before the first queue exists:
+  // afterwards a different count is FAILED_PRECONDITION "queue_pool_busy"
+  // (repeating the current count is allowed). INVALID_ARGUMENT
+  // outside 1..kMaxQueueCount.
   absl::Status SetCapacity(uint32_t count);
 
   // Waits until everything enqueued so far on every queue has completed.

@@ -15,14 +15,13 @@ std::string Session::Who() const {
 
 absl::Status RequireWriter(const Session& session, std::string_view what) {
   if (session.tenant->role() != Role::kObserver) return absl::OkStatus();
-  return Refusal(
-      Reason::kObserverReadOnly,
-      absl::StrFormat("%s: tenant \"%s\" (%s) has the observer role, which "
-                      "may only inspect. Fix: run the client as a uid of a "
-                      "client tenant, or change the tenant's role in the "
-                      "config.",
-                      std::string(what), session.tenant->name(),
-                      session.Who()));
+  return Refusal(Reason::kObserverReadOnly,
+                 absl::StrFormat(
+                     "%s: tenant \"%s\" (%s) has the observer role, which "
+                     "may only inspect. Fix: run the client as a uid of a "
+                     "client tenant, or change the tenant's role in the "
+                     "config.",
+                     std::string(what), session.tenant->name(), session.Who()));
 }
 
 }  // namespace hrx::daemon

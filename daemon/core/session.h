@@ -12,11 +12,11 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <vector>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -26,8 +26,8 @@
 #include "daemon/core/command_cache.h"
 #include "daemon/core/handle_table.h"
 #include "daemon/core/identity.h"
-#include "daemon/core/tenants.h"
 #include "daemon/core/pools.h"
+#include "daemon/core/tenants.h"
 #include "daemon/core/types.h"
 
 namespace hrx::daemon {
@@ -35,7 +35,8 @@ namespace hrx::daemon {
 struct BufferEntry {
   backend::MemoryRef memory;
   uint64_t origin_stream = 0;  // StreamEntry::id of the allocating stream
-  ChargeRef charge;  // the tenant's buffers ceiling, held while the handle lives
+  ChargeRef
+      charge;  // the tenant's buffers ceiling, held while the handle lives
 };
 
 // A descriptor the session's process received (a redeemed export): the
@@ -99,9 +100,9 @@ struct GraphExecEntry {
   backend::GraphRef plan;
   uint64_t stream_id = 0;  // the originating stream (StreamEntry::id)
   bool profiled = false;
-  std::vector<std::string> labels;     // for each node; "" for joins
+  std::vector<std::string> labels;            // for each node; "" for joins
   std::shared_ptr<std::atomic<bool>> failed;  // set when a launch failed
-  ChargeRef charge;  // the tenant's graph budget
+  ChargeRef charge;                           // the tenant's graph budget
 };
 
 struct KernelEntry {

@@ -63,8 +63,8 @@ absl::StatusOr<uint64_t> SessionTable::Open(const std::string& client_name,
                         "the count).",
                         sessions_.size(), kMaxSessions));
   }
-  auto session = std::make_shared<Session>(client_name, caller, tenant,
-                                           std::move(charge));
+  auto session =
+      std::make_shared<Session>(client_name, caller, tenant, std::move(charge));
   session->last_call_ns.store(absl::ToUnixNanos(clock_.Now()));
   return sessions_.Insert(std::move(session));
 }

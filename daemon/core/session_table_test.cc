@@ -25,11 +25,9 @@ class SessionTableTest : public ::testing::Test {
 };
 
 TEST_F(SessionTableTest, ClientNamesAreBoundedAndPrintable) {
-  EXPECT_THAT(table_.Open(std::string(kMaxClientNameBytes, 'n'), Me())
-                  .status(),
+  EXPECT_THAT(table_.Open(std::string(kMaxClientNameBytes, 'n'), Me()).status(),
               IsOk());
-  auto long_name = table_.Open(std::string(kMaxClientNameBytes + 1, 'n'),
-                               Me());
+  auto long_name = table_.Open(std::string(kMaxClientNameBytes + 1, 'n'), Me());
   EXPECT_EQ(ReasonOf(long_name.status()), Reason::kClientNameTooLong);
   EXPECT_THAT(long_name.status().message(), HasSubstr("129 bytes"));
   auto control = table_.Open("bell\a", Me());

@@ -34,8 +34,9 @@ void Sharing::SweepTicketsLocked(absl::Time now) {
     if (entry.used) ++spent;
   }
   absl::erase_if(tickets_, [&](const auto& entry) {
-    return entry.second.used && (spent > kMaxTicketTombstones ||
-                                 entry.second.deadline + absl::Minutes(1) < now);
+    return entry.second.used &&
+           (spent > kMaxTicketTombstones ||
+            entry.second.deadline + absl::Minutes(1) < now);
   });
 }
 
@@ -72,7 +73,7 @@ void Sharing::ProbeLingering() {
 }
 
 void Sharing::RevokeGrantsOf(uint64_t owner_session,
-                          const backend::Memory* memory) {
+                             const backend::Memory* memory) {
   absl::MutexLock lock(&mu_);
   absl::erase_if(grants_, [&](const auto& entry) {
     return entry.second.owner_session == owner_session &&
@@ -81,29 +82,32 @@ void Sharing::RevokeGrantsOf(uint64_t owner_session,
 }
 
 absl::StatusOr<uint64_t> Sharing::Grant(uint64_t session, uint64_t buffer,
-                                     const std::string& tenant,
-                                     uint64_t grantee_session) {
+                                        const std::string& tenant,
+                                        uint64_t grantee_session) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
   HRX_RETURN_IF_ERROR(RequireWriter(*owner, "grant buffer"));
   if (tenant.empty() == (grantee_session == 0)) {
-    return Refusal(Reason::kBadGrantee, "grant buffer: name exactly one grantee, a tenant or a "
-        "session. Fix: set tenant or session in the request.");
+    return Refusal(Reason::kBadGrantee,
+                   "grant buffer: name exactly one grantee, a tenant or a "
+                   "session. Fix: set tenant or session in the request.");
   }
   if (!tenant.empty() && sessions_.tenants().Find(tenant) == nullptr) {
-    return Refusal(Reason::kUnknownTenant,absl::StrFormat(
-        "grant buffer: there is no tenant %s. Fix: use a "
-        "name from hrxctl tenants.",
-        shared::QuoteForMessage(tenant)));
+    return Refusal(
+        Reason::kUnknownTenant,
+        absl::StrFormat("grant buffer: there is no tenant %s. Fix: use a "
+                        "name from hrxctl tenants.",
+                        shared::QuoteForMessage(tenant)));
   }
   if (grantee_session != 0 && !sessions_.Find(grantee_session).ok()) {
-    return Refusal(Reason::kUnknownSession,absl::StrFormat(
-        "grant buffer: there is no open session %016x. Fix: "
-        "grant to a session that is open (or to its tenant).",
-        grantee_session));
+    return Refusal(
+        Reason::kUnknownSession,
+        absl::StrFormat("grant buffer: there is no open session %016x. Fix: "
+                        "grant to a session that is open (or to its tenant).",
+                        grantee_session));
   }
-  HRX_ASSIGN_OR_RETURN(
-      ChargeRef charge,
-      owner->tenant->Reserve(Resource::kGrants, 1, "grant buffer", owner->Who()));
+  HRX_ASSIGN_OR_RETURN(ChargeRef charge,
+                       owner->tenant->Reserve(Resource::kGrants, 1,
+                                              "grant buffer", owner->Who()));
   MemoryRef memory;
   {
     absl::MutexLock lock(&owner->mu);
@@ -122,7 +126,8 @@ absl::StatusOr<uint64_t> Sharing::Grant(uint64_t session, uint64_t buffer,
 }
 
 absl::StatusOr<BufferInfo> Sharing::Import(uint64_t session, uint64_t grant) {
-  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> importer, sessions_.Find(session));
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> importer,
+                       sessions_.Find(session));
   // An import is a handle that can be written through and exported.
   HRX_RETURN_IF_ERROR(RequireWriter(*importer, "import buffer"));
   HRX_ASSIGN_OR_RETURN(ChargeRef handle_charge,
@@ -133,24 +138,27 @@ absl::StatusOr<BufferInfo> Sharing::Import(uint64_t session, uint64_t grant) {
     absl::MutexLock lock(&mu_);
     auto it = grants_.find(grant);
     if (it == grants_.end()) {
-      return Refusal(Reason::kUnknownGrant,absl::StrFormat(
-          "import: grant %016x does not exist or was revoked. "
-          "Fix: ask the owner for a current grant.",
-          grant));
+      return Refusal(
+          Reason::kUnknownGrant,
+          absl::StrFormat("import: grant %016x does not exist or was revoked. "
+                          "Fix: ask the owner for a current grant.",
+                          grant));
     }
     const GrantEntry& entry = it->second;
     const bool allowed = entry.grantee_session != 0
                              ? entry.grantee_session == session
                              : entry.tenant == importer->tenant->name();
     if (!allowed) {
-      return Refusal(Reason::kGrantNotYours,absl::StrFormat(
-          "import: grant %016x is for %s; this session "
-          "belongs to tenant \"%s\". Fix: import it from the grantee.",
-          grant,
-          entry.grantee_session != 0
-              ? absl::StrFormat("session %016x", entry.grantee_session)
-              : absl::StrFormat("tenant \"%s\"", entry.tenant),
-          importer->tenant->name()));
+      return Refusal(
+          Reason::kGrantNotYours,
+          absl::StrFormat(
+              "import: grant %016x is for %s; this session "
+              "belongs to tenant \"%s\". Fix: import it from the grantee.",
+              grant,
+              entry.grantee_session != 0
+                  ? absl::StrFormat("session %016x", entry.grantee_session)
+                  : absl::StrFormat("tenant \"%s\"", entry.tenant),
+              importer->tenant->name()));
     }
     memory = entry.memory;
   }
@@ -168,17 +176,18 @@ absl::Status Sharing::Revoke(uint64_t session, uint64_t grant) {
   absl::MutexLock lock(&mu_);
   auto it = grants_.find(grant);
   if (it == grants_.end() || it->second.owner_session != session) {
-    return Refusal(Reason::kUnknownGrant,absl::StrFormat(
-        "revoke: this session has no grant %016x. Fix: revoke "
-        "grants this session made.",
-        grant));
+    return Refusal(
+        Reason::kUnknownGrant,
+        absl::StrFormat("revoke: this session has no grant %016x. Fix: revoke "
+                        "grants this session made.",
+                        grant));
   }
   grants_.erase(it);
   return absl::OkStatus();
 }
 
 absl::StatusOr<ExportTicket> Sharing::Export(uint64_t session, uint64_t buffer,
-                                          backend::ExportKind kind) {
+                                             backend::ExportKind kind) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
   // A mapping writes the memory: observers may not have one.
   HRX_RETURN_IF_ERROR(RequireWriter(*owner, "export buffer"));
@@ -212,24 +221,31 @@ absl::StatusOr<ExportTicket> Sharing::Export(uint64_t session, uint64_t buffer,
   ExportTicket result{ticket, export_id, memory->size(), 0};
   absl::MutexLock lock(&mu_);
   SweepTicketsLocked(now);
-  tickets_[ticket] =
-      TicketEntry{session,          export_id,     std::move(memory),
-                  std::move(fd),    std::move(charge),
-                  now + ticket_lifetime_, false, false, tracked};
+  tickets_[ticket] = TicketEntry{session,
+                                 export_id,
+                                 std::move(memory),
+                                 std::move(fd),
+                                 std::move(charge),
+                                 now + ticket_lifetime_,
+                                 false,
+                                 false,
+                                 tracked};
   return result;
 }
 
 absl::StatusOr<shared::UniqueFd> Sharing::Redeem(std::string_view ticket,
-                                              const PeerIdentity& peer) {
+                                                 const PeerIdentity& peer) {
   if (peer.pid <= 0) {
     // The kernel cannot show this peer's process (another PID namespace):
     // nothing would tell the exporter from another process of its uid.
-    return Refusal(Reason::kPeerNotVisible,absl::StrFormat(
-        "redeem: the side channel peer (uid %u) is in a PID "
-        "namespace hrxd cannot see, so the ticket's process cannot be "
-        "checked. Fix: run hrxd in its clients' PID namespace (or a parent "
-        "of it), or move data through Upload and Read instead of mappings.",
-        peer.uid));
+    return Refusal(
+        Reason::kPeerNotVisible,
+        absl::StrFormat(
+            "redeem: the side channel peer (uid %u) is in a PID "
+            "namespace hrxd cannot see, so the ticket's process cannot be "
+            "checked. Fix: run hrxd in its clients' PID namespace (or a parent "
+            "of it), or move data through Upload and Read instead of mappings.",
+            peer.uid));
   }
   uint64_t session = 0;
   uint64_t export_id = 0;
@@ -241,12 +257,16 @@ absl::StatusOr<shared::UniqueFd> Sharing::Redeem(std::string_view ticket,
     absl::MutexLock lock(&mu_);
     auto it = tickets_.find(std::string(ticket));
     if (it == tickets_.end()) {
-      return Refusal(Reason::kUnknownTicket, "redeem: no such export ticket. Fix: redeem the "
+      return Refusal(
+          Reason::kUnknownTicket,
+          "redeem: no such export ticket. Fix: redeem the "
           "ticket Buffers.Export returned, on the side channel it named.");
     }
     TicketEntry& entry = it->second;
     if (entry.used && !entry.expired) {
-      return Refusal(Reason::kTicketUsed, "redeem: the ticket was already redeemed; tickets are "
+      return Refusal(
+          Reason::kTicketUsed,
+          "redeem: the ticket was already redeemed; tickets are "
           "single-use. Fix: call Buffers.Export again for another descriptor.");
     }
     if (entry.expired || sessions_.clock().Now() > entry.deadline) {
@@ -255,11 +275,14 @@ absl::StatusOr<shared::UniqueFd> Sharing::Redeem(std::string_view ticket,
       entry.fd.Reset();
       entry.memory.reset();  // a spent ticket holds nothing
       entry.charge.reset();
-      return Refusal(Reason::kTicketExpired,absl::StrFormat(
-          "redeem: the ticket expired %s ago (tickets live "
-          "%s). Fix: redeem promptly after Buffers.Export, or export again.",
-          absl::FormatDuration(sessions_.clock().Now() - entry.deadline),
-          absl::FormatDuration(ticket_lifetime_)));
+      return Refusal(
+          Reason::kTicketExpired,
+          absl::StrFormat(
+              "redeem: the ticket expired %s ago (tickets live "
+              "%s). Fix: redeem promptly after Buffers.Export, or export "
+              "again.",
+              absl::FormatDuration(sessions_.clock().Now() - entry.deadline),
+              absl::FormatDuration(ticket_lifetime_)));
     }
     session = entry.session;
     export_id = entry.export_id;
@@ -274,11 +297,14 @@ absl::StatusOr<shared::UniqueFd> Sharing::Redeem(std::string_view ticket,
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
   const PeerIdentity& opener = owner->identity;
   if (opener.pid != peer.pid || opener.uid != peer.uid) {
-    return Refusal(Reason::kTicketNotYours,absl::StrFormat(
-        "redeem: the ticket belongs to a session of %s; "
-        "the side channel peer is uid %u, pid %u. Fix: redeem tickets in the "
-        "process that exported them; share buffers with a grant.",
-        owner->Who(), peer.uid, peer.pid));
+    return Refusal(
+        Reason::kTicketNotYours,
+        absl::StrFormat(
+            "redeem: the ticket belongs to a session of %s; "
+            "the side channel peer is uid %u, pid %u. Fix: redeem tickets in "
+            "the "
+            "process that exported them; share buffers with a grant.",
+            owner->Who(), peer.uid, peer.pid));
   }
   absl::MutexLock lock(&owner->mu);
   owner->exports[export_id] =
@@ -293,10 +319,11 @@ absl::Status Sharing::ReleaseExport(uint64_t session, uint64_t export_id) {
     absl::MutexLock lock(&owner->mu);
     auto it = owner->exports.find(export_id);
     if (it == owner->exports.end()) {
-      return Refusal(Reason::kUnknownExport,absl::StrFormat(
-          "release export %u: this session holds no such "
-          "mapping. Fix: release each mapping once.",
-          export_id));
+      return Refusal(
+          Reason::kUnknownExport,
+          absl::StrFormat("release export %u: this session holds no such "
+                          "mapping. Fix: release each mapping once.",
+                          export_id));
     }
     released = std::move(it->second);
     owner->exports.erase(it);
@@ -306,8 +333,9 @@ absl::Status Sharing::ReleaseExport(uint64_t session, uint64_t export_id) {
   return absl::OkStatus();
 }
 
-void Sharing::SessionClosed(uint64_t session, const Session& closed,
-                            absl::flat_hash_map<uint64_t, ExportEntry> exports) {
+void Sharing::SessionClosed(
+    uint64_t session, const Session& closed,
+    absl::flat_hash_map<uint64_t, ExportEntry> exports) {
   {
     absl::MutexLock lock(&mu_);
     absl::erase_if(grants_, [&](const auto& entry) {

@@ -58,11 +58,11 @@ TEST_F(SharingTest, AnExpiredTicketIsRefusedAndHoldsNothing) {
 }
 
 TEST_F(SharingTest, HousekeepingDropsExpiredTicketsWithoutARedeem) {
-  ASSERT_THAT(sharing()
-                  .Export(harness_.session(), Shared(4096),
-                          backend::ExportKind::kShm)
-                  .status(),
-              IsOk());
+  ASSERT_THAT(
+      sharing()
+          .Export(harness_.session(), Shared(4096), backend::ExportKind::kShm)
+          .status(),
+      IsOk());
   harness_.clock().Advance(kLifetime + absl::Seconds(1));
   harness_.core().Housekeep(harness_.clock().Now());
   EXPECT_EQ(harness_.Usage(Resource::kExports), 0u);

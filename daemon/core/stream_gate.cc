@@ -48,7 +48,8 @@ void CloseStream(StreamEntry& stream, Deferred& after) {
 }
 
 void DeferRefusal(StreamEntry& stream, absl::Status refusal) {
-  if (stream.deferred_refusal.ok()) stream.deferred_refusal = std::move(refusal);
+  if (stream.deferred_refusal.ok())
+    stream.deferred_refusal = std::move(refusal);
 }
 
 bool ReportedAtSyncPoint(StreamEntry& stream, const absl::Status& cancelled,
@@ -74,19 +75,19 @@ void ReclaimStaging(Session& session, StreamEntry& stream) {
 }
 
 void CompleteAtPublished(std::shared_ptr<Session> session,
-                         std::shared_ptr<StreamEntry> stream,
-                         DoneCallback done, Deferred& after) {
+                         std::shared_ptr<StreamEntry> stream, DoneCallback done,
+                         Deferred& after) {
   const backend::Fence fence = stream->published;
   after.push_back([session = std::move(session), stream = std::move(stream),
                    fence, done = std::move(done)] {
-    stream->queue->OnComplete(
-        fence, [session, stream, done](absl::Status status) {
-          {
-            absl::MutexLock lock(&session->mu);
-            ReclaimStaging(*session, *stream);
-          }
-          done(status);
-        });
+    stream->queue->OnComplete(fence,
+                              [session, stream, done](absl::Status status) {
+                                {
+                                  absl::MutexLock lock(&session->mu);
+                                  ReclaimStaging(*session, *stream);
+                                }
+                                done(status);
+                              });
   });
 }
 

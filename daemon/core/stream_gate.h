@@ -53,8 +53,8 @@ void ReclaimStaging(Session& session, StreamEntry& stream);
 // Adds to `after`: once everything published on `stream` so far has
 // completed, reclaim its staging, then `done` (a sync point's end).
 void CompleteAtPublished(std::shared_ptr<Session> session,
-                         std::shared_ptr<StreamEntry> stream,
-                         DoneCallback done, Deferred& after);
+                         std::shared_ptr<StreamEntry> stream, DoneCallback done,
+                         Deferred& after);
 
 // Runs and clears `after`. Call without the session's lock.
 void RunDeferred(Deferred& after);
@@ -62,9 +62,8 @@ void RunDeferred(Deferred& after);
 // Adds `done(result)` to `after`.
 template <typename Done, typename Result>
 void Report(Deferred& after, Done done, Result result) {
-  after.push_back([done = std::move(done), result = std::move(result)]() {
-    done(result);
-  });
+  after.push_back(
+      [done = std::move(done), result = std::move(result)]() { done(result); });
 }
 
 }  // namespace hrx::daemon

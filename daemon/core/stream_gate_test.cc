@@ -16,9 +16,9 @@ using ::hrx::shared::IsOk;
 // An operation that records, in `log`, its name and how it was told to run.
 GatedOp Op(std::vector<std::string>& log, std::string name) {
   return [&log, name](absl::Status cancelled, Deferred&) {
-    log.push_back(name + (cancelled.ok() ? ""
-                                         : ":" + std::string(
-                                                     ReasonToken(cancelled))));
+    log.push_back(name + (cancelled.ok()
+                              ? ""
+                              : ":" + std::string(ReasonToken(cancelled))));
   };
 }
 

@@ -23,8 +23,7 @@ using planner::Prepared;
 bool StagingFull(Session& session, StreamEntry& stream, uint64_t size) {
   if (size == 0 || !stream.staging.NeedsDrain(size)) return false;
   ReclaimStaging(session, stream);
-  return stream.staging.NeedsDrain(size) &&
-         stream.staging.pending_count() != 0;
+  return stream.staging.NeedsDrain(size) && stream.staging.pending_count() != 0;
 }
 
 // Enqueues one prepared step on the stream's queue: the fence it returned,
@@ -49,9 +48,8 @@ absl::StatusOr<std::optional<Fence>> EnqueueStep(backend::Backend& backend,
           },
           [&](backend::CopyOp& copy) -> Result {
             if (copy.length == 0) return std::nullopt;
-            return fenced(queue.EnqueueCopy(copy.dst, copy.dst_offset,
-                                            copy.src, copy.src_offset,
-                                            copy.length));
+            return fenced(queue.EnqueueCopy(copy.dst, copy.dst_offset, copy.src,
+                                            copy.src_offset, copy.length));
           },
           [&](planner::PreparedUpload& upload) -> Result {
             const uint64_t size = upload.data.size();
@@ -70,7 +68,8 @@ absl::StatusOr<std::optional<Fence>> EnqueueStep(backend::Backend& backend,
             std::string().swap(upload.data);  // copied: the bytes can go
             auto fence =
                 queue.EnqueueCopy(upload.dst, upload.offset, staging, 0, size);
-            if (fence.ok()) stream.staging.AddPending(std::move(staging), *fence);
+            if (fence.ok())
+              stream.staging.AddPending(std::move(staging), *fence);
             return fenced(fence);
           },
           [&](planner::PreparedRecord& record) -> Result {
@@ -80,7 +79,8 @@ absl::StatusOr<std::optional<Fence>> EnqueueStep(backend::Backend& backend,
             return std::nullopt;
           },
           [&](planner::PreparedWait& wait) -> Result {
-            if (wait.queue == nullptr || wait.queue->completed() >= wait.fence) {
+            if (wait.queue == nullptr ||
+                wait.queue->completed() >= wait.fence) {
               return std::nullopt;
             }
             return fenced(queue.EnqueueWaitFor(*wait.queue, wait.fence));
@@ -92,9 +92,10 @@ absl::StatusOr<std::optional<Fence>> EnqueueStep(backend::Backend& backend,
             auto fence = queue.EnqueueGraph(launch.plan, nullptr);
             if (fence.ok()) {
               // Runs without locks (possibly inline): it only sets a flag.
-              queue.OnComplete(*fence, [failed = launch.failed](absl::Status s) {
-                if (!s.ok()) failed->store(true);
-              });
+              queue.OnComplete(*fence,
+                               [failed = launch.failed](absl::Status s) {
+                                 if (!s.ok()) failed->store(true);
+                               });
             }
             return fenced(fence);
           },
@@ -164,15 +165,16 @@ void CommandPath::Submit(uint64_t session, uint64_t stream,
              absl::StatusOr<size_t>(found.status()));
     } else {
       job->target = **found;
-      RunInOrder(*job->target,
-                 [this, job](absl::Status cancelled, Deferred& after) {
-                   if (!cancelled.ok()) {
-                     return Report(after, job->done,
-                                   absl::StatusOr<size_t>(cancelled));
-                   }
-                   StartSubmit(job, after);
-                 },
-                 after);
+      RunInOrder(
+          *job->target,
+          [this, job](absl::Status cancelled, Deferred& after) {
+            if (!cancelled.ok()) {
+              return Report(after, job->done,
+                            absl::StatusOr<size_t>(cancelled));
+            }
+            StartSubmit(job, after);
+          },
+          after);
     }
   }
   RunDeferred(after);
@@ -215,11 +217,11 @@ void CommandPath::ContinueSubmit(const std::shared_ptr<SubmitJob>& job,
     if (auto* upload = std::get_if<planner::PreparedUpload>(&step);
         upload != nullptr && StagingFull(s, target, upload->data.size())) {
       target.suspended = true;
-      after.push_back([this, job, queue = target.queue,
-                       drain_to = target.published] {
-        queue->OnComplete(drain_to,
-                          [this, job](absl::Status) { ResumeSubmit(job); });
-      });
+      after.push_back(
+          [this, job, queue = target.queue, drain_to = target.published] {
+            queue->OnComplete(drain_to,
+                              [this, job](absl::Status) { ResumeSubmit(job); });
+          });
       return;
     }
     auto fence = EnqueueStep(backend_, s, target, step);

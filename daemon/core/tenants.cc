@@ -19,8 +19,8 @@ namespace {
 using google::protobuf::TextFormat;
 
 std::string Amount(Resource resource, uint64_t value) {
-  if (resource == Resource::kDeviceBytes || resource == Resource::kSharedBytes ||
-      resource == Resource::kReplyBytes) {
+  if (resource == Resource::kDeviceBytes ||
+      resource == Resource::kSharedBytes || resource == Resource::kReplyBytes) {
     return absl::StrFormat("%s (%u bytes)", shared::FormatBytes(value), value);
   }
   return absl::StrFormat("%u", value);
@@ -42,35 +42,48 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
 
 absl::Status ConfigError(const std::string& source, int line,
                          const std::string& field, const std::string& why) {
-  return Refusal(Reason::kConfigInvalid,absl::StrFormat(
-      "%s:%d: field %s: %s. Fix: correct the file; see "
-      "deploy/hrxd.conf.",
-      source, line + 1, field, why));
+  return Refusal(
+      Reason::kConfigInvalid,
+      absl::StrFormat("%s:%d: field %s: %s. Fix: correct the file; see "
+                      "deploy/hrxd.conf.",
+                      source, line + 1, field, why));
 }
 
 }  // namespace
 
 std::string_view ResourceName(Resource resource) {
   static constexpr std::string_view kNames[kResourceCount] = {
-      "device_bytes", "shared_bytes", "streams", "kernels",
+      "device_bytes", "shared_bytes",      "streams",  "kernels",
       "graphs",       "inflight_commands", "sessions", "buffers",
-      "exports",      "connections", "events", "grants", "reply_bytes"};
+      "exports",      "connections",       "events",   "grants",
+      "reply_bytes"};
   return kNames[static_cast<size_t>(resource)];
 }
 
 std::optional<uint64_t> DefaultLimit(Resource resource) {
   switch (resource) {
-    case Resource::kSessions: return kDefaultSessionsPerTenant;
-    case Resource::kStreams: return kDefaultStreamsPerTenant;
-    case Resource::kKernels: return kDefaultKernelsPerTenant;
-    case Resource::kGraphs: return kDefaultGraphsPerTenant;
-    case Resource::kBuffers: return kDefaultBuffersPerTenant;
-    case Resource::kExports: return kDefaultExportsPerTenant;
-    case Resource::kConnections: return kDefaultConnectionsPerTenant;
-    case Resource::kEvents: return kDefaultEventsPerTenant;
-    case Resource::kGrants: return kDefaultGrantsPerTenant;
-    case Resource::kReplyBytes: return kDefaultReplyBytesPerTenant;
-    default: return std::nullopt;
+    case Resource::kSessions:
+      return kDefaultSessionsPerTenant;
+    case Resource::kStreams:
+      return kDefaultStreamsPerTenant;
+    case Resource::kKernels:
+      return kDefaultKernelsPerTenant;
+    case Resource::kGraphs:
+      return kDefaultGraphsPerTenant;
+    case Resource::kBuffers:
+      return kDefaultBuffersPerTenant;
+    case Resource::kExports:
+      return kDefaultExportsPerTenant;
+    case Resource::kConnections:
+      return kDefaultConnectionsPerTenant;
+    case Resource::kEvents:
+      return kDefaultEventsPerTenant;
+    case Resource::kGrants:
+      return kDefaultGrantsPerTenant;
+    case Resource::kReplyBytes:
+      return kDefaultReplyBytesPerTenant;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -83,9 +96,10 @@ Limits LimitsFromBudget(const hrx::v1::Budget& budget) {
     const Resource resource = static_cast<Resource>(r);
     const auto* field = hrx::v1::Budget::descriptor()->FindFieldByName(
         std::string(ResourceName(resource)));
-    limits[r] = reflection->HasField(budget, field)
-                    ? std::optional<uint64_t>(reflection->GetUInt64(budget, field))
-                    : DefaultLimit(resource);
+    limits[r] =
+        reflection->HasField(budget, field)
+            ? std::optional<uint64_t>(reflection->GetUInt64(budget, field))
+            : DefaultLimit(resource);
   }
   return limits;
 }
@@ -136,18 +150,21 @@ absl::StatusOr<ChargeRef> Tenant::Reserve(Resource resource, uint64_t amount,
     const uint64_t used = usage_[index];
     const std::optional<uint64_t> ceiling = limits_[index];
     if (ceiling && (*ceiling < used || amount > *ceiling - used)) {
-      return Refusal(Reason::kBudgetExhausted,absl::StrFormat(
-          "%s: tenant \"%s\" (%s) would use %s of its %s "
-          "budget of %s (in use %s, asked %s). Fix: release what the tenant "
-          "no longer needs, or have an admin raise its %s (hrxctl budget "
-          "set).",
-          what, name_, who,
-          // Saturating: an ask near 2^64 must not wrap in the message.
-          Amount(resource, amount > ~uint64_t{0} - used ? ~uint64_t{0}
-                                                        : used + amount),
-          ResourceName(resource), Amount(resource, *ceiling),
-          Amount(resource, used), Amount(resource, amount),
-          ResourceName(resource)));
+      return Refusal(
+          Reason::kBudgetExhausted,
+          absl::StrFormat(
+              "%s: tenant \"%s\" (%s) would use %s of its %s "
+              "budget of %s (in use %s, asked %s). Fix: release what the "
+              "tenant "
+              "no longer needs, or have an admin raise its %s (hrxctl budget "
+              "set).",
+              what, name_, who,
+              // Saturating: an ask near 2^64 must not wrap in the message.
+              Amount(resource, amount > ~uint64_t{0} - used ? ~uint64_t{0}
+                                                            : used + amount),
+              ResourceName(resource), Amount(resource, *ceiling),
+              Amount(resource, used), Amount(resource, amount),
+              ResourceName(resource)));
     }
     usage_[index] = used + amount;
   }
@@ -183,10 +200,10 @@ absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Load(
     const std::string& path) {
   std::ifstream in(path);
   if (!in) {
-    return Refusal(Reason::kConfigUnreadable,absl::StrFormat(
-        "cannot read config file %s. Fix: pass an "
-        "existing, readable file to --config.",
-        path));
+    return Refusal(Reason::kConfigUnreadable,
+                   absl::StrFormat("cannot read config file %s. Fix: pass an "
+                                   "existing, readable file to --config.",
+                                   path));
   }
   std::stringstream text;
   text << in.rdbuf();
@@ -202,20 +219,24 @@ absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Parse(
   parser.RecordErrorsTo(&errors);
   parser.WriteLocationsTo(&locations);
   if (!parser.ParseFromString(text, &config)) {
-    return Refusal(Reason::kConfigInvalid,absl::StrFormat(
-        "%s: %s. Fix: correct the file; see deploy/hrxd.conf.",
-        source, errors.first()));
+    return Refusal(
+        Reason::kConfigInvalid,
+        absl::StrFormat("%s: %s. Fix: correct the file; see deploy/hrxd.conf.",
+                        source, errors.first()));
   }
   const auto* tenants_field =
       hrx::v1::DaemonConfig::descriptor()->FindFieldByName("tenants");
-  const auto* name_field = hrx::v1::Tenant::descriptor()->FindFieldByName("name");
-  const auto* uids_field = hrx::v1::Tenant::descriptor()->FindFieldByName("uids");
+  const auto* name_field =
+      hrx::v1::Tenant::descriptor()->FindFieldByName("name");
+  const auto* uids_field =
+      hrx::v1::Tenant::descriptor()->FindFieldByName("uids");
   auto registry = std::unique_ptr<TenantRegistry>(new TenantRegistry());
   absl::flat_hash_map<std::string, int> names;
   absl::flat_hash_map<uint32_t, std::string> uid_owner;
   for (int i = 0; i < config.tenants_size(); ++i) {
     const hrx::v1::Tenant& tenant = config.tenants(i);
-    TextFormat::ParseInfoTree* tree = locations.GetTreeForNested(tenants_field, i);
+    TextFormat::ParseInfoTree* tree =
+        locations.GetTreeForNested(tenants_field, i);
     const int tenant_line = locations.GetLocation(tenants_field, i).line;
     if (tenant.name().empty()) {
       return ConfigError(source, tenant_line, "tenants.name",
@@ -239,9 +260,9 @@ absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Parse(
       }
     }
     Entry entry;
-    entry.tenant = std::make_shared<Tenant>(tenant.name(), RoleFromConfig(tenant.role()),
-                                            LimitsFromBudget(tenant.budget()),
-                                            tenant.load_kernels());
+    entry.tenant = std::make_shared<Tenant>(
+        tenant.name(), RoleFromConfig(tenant.role()),
+        LimitsFromBudget(tenant.budget()), tenant.load_kernels());
     entry.uids.assign(tenant.uids().begin(), tenant.uids().end());
     entry.gids.assign(tenant.gids().begin(), tenant.gids().end());
     entry.subjects.assign(tenant.certificate_subjects().begin(),
@@ -265,8 +286,9 @@ absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Parse(
                        "unknown callers cannot be admins");
   }
   absl::MutexLock lock(&registry->mu_);
-  registry->default_ = std::make_shared<Tenant>(
-      "default", RoleFromConfig(fallback.role()), LimitsFromBudget(fallback.budget()));
+  registry->default_ =
+      std::make_shared<Tenant>("default", RoleFromConfig(fallback.role()),
+                               LimitsFromBudget(fallback.budget()));
   return registry;
 }
 
@@ -275,8 +297,8 @@ std::unique_ptr<TenantRegistry> TenantRegistry::BuiltIn(uid_t daemon_uid) {
   absl::MutexLock lock(&registry->mu_);
   Entry local;
   // The daemon's own user: trusted as the daemon itself is.
-  local.tenant = std::make_shared<Tenant>("local", Role::kAdmin,
-                                          Limits{}, /*load_kernels=*/true);
+  local.tenant = std::make_shared<Tenant>("local", Role::kAdmin, Limits{},
+                                          /*load_kernels=*/true);
   local.uids = {static_cast<uint32_t>(daemon_uid)};
   if (daemon_uid != 0) local.uids.push_back(0);
   registry->entries_.push_back(std::move(local));

@@ -101,8 +101,7 @@ using ChargeRef = std::shared_ptr<const Charge>;
 
 class Tenant : public std::enable_shared_from_this<Tenant> {
  public:
-  Tenant(std::string name, Role role, Limits limits,
-         bool load_kernels = false)
+  Tenant(std::string name, Role role, Limits limits, bool load_kernels = false)
       : name_(std::move(name)),
         role_(role),
         load_kernels_(load_kernels),

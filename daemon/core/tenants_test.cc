@@ -55,7 +55,8 @@ TEST(TenantRegistryTest, ResolvesByUidThenGidElseDefault) {
 TEST(TenantRegistryTest, ARemoteCallerIsItsSubjectOrNobodyNeverAUid) {
   auto registry = TenantRegistry::Parse(R"(
 tenants { name: "ops" uids: 0 role: ROLE_ADMIN certificate_subjects: "CN=ops" }
-)", "test.conf");
+)",
+                                        "test.conf");
   ASSERT_THAT(registry.status(), IsOk());
   EXPECT_EQ((*registry)->Resolve(Remote("CN=ops"))->name(), "ops");
   // Its uid field is 0, like root's, but it is remote: never matched by uid.
@@ -63,7 +64,8 @@ tenants { name: "ops" uids: 0 role: ROLE_ADMIN certificate_subjects: "CN=ops" }
   EXPECT_EQ((*registry)->Resolve(Remote("CN=other")), nullptr);
 }
 
-TEST(TenantRegistryTest, ObjectCeilingsDefaultWhenLeftOutAndBytesStayUnlimited) {
+TEST(TenantRegistryTest,
+     ObjectCeilingsDefaultWhenLeftOutAndBytesStayUnlimited) {
   auto registry = TenantRegistry::Parse(kConfig, "test.conf");
   ASSERT_THAT(registry.status(), IsOk());
   const Limits ml = (*registry)->Find("ml")->limits();
@@ -99,7 +101,8 @@ TEST(TenantRegistryTest, TheShippedSampleConfigLoadsAndIsLeastPrivilege) {
   ASSERT_THAT(registry.status(), IsOk());
   std::shared_ptr<Tenant> stranger = (*registry)->Find("default");
   EXPECT_FALSE(stranger->load_kernels());
-  EXPECT_EQ(stranger->limits()[static_cast<size_t>(Resource::kDeviceBytes)], 0u);
+  EXPECT_EQ(stranger->limits()[static_cast<size_t>(Resource::kDeviceBytes)],
+            0u);
   EXPECT_EQ(stranger->limits()[static_cast<size_t>(Resource::kSessions)],
             kDefaultSessionsPerTenant);
   EXPECT_FALSE((*registry)->Find("inference")->load_kernels());
@@ -109,7 +112,8 @@ TEST(TenantRegistryTest, KernelLoadingIsOffUnlessGrantedAndNeverForStrangers) {
   auto registry = TenantRegistry::Parse(R"(
 tenants { name: "trusted" uids: 10 load_kernels: true }
 tenants { name: "plain" uids: 11 }
-)", "test.conf");
+)",
+                                        "test.conf");
   ASSERT_THAT(registry.status(), IsOk());
   EXPECT_TRUE((*registry)->Find("trusted")->load_kernels());
   EXPECT_FALSE((*registry)->Find("plain")->load_kernels());
@@ -124,27 +128,31 @@ TEST(TenantRegistryTest, ReservesUpToTheCeilingAndReleasesOnDrop) {
   auto registry = TenantRegistry::Parse(kConfig, "test.conf");
   ASSERT_THAT(registry.status(), IsOk());
   std::shared_ptr<Tenant> ml = (*registry)->Find("ml");
-  auto first = ml->Reserve(Resource::kDeviceBytes, 1 << 19, "allocate", "uid 4001");
-  auto second = ml->Reserve(Resource::kDeviceBytes, 1 << 19, "allocate", "uid 4001");
+  auto first =
+      ml->Reserve(Resource::kDeviceBytes, 1 << 19, "allocate", "uid 4001");
+  auto second =
+      ml->Reserve(Resource::kDeviceBytes, 1 << 19, "allocate", "uid 4001");
   ASSERT_THAT(first.status(), IsOk());
   ASSERT_THAT(second.status(), IsOk());
-  EXPECT_THAT(ml->Reserve(Resource::kDeviceBytes, 1, "allocate 1 B", "uid 4001"),
-              StatusIs(absl::StatusCode::kResourceExhausted,
-                       AllOf(HasSubstr("budget_exhausted: allocate 1 B"),
-                             HasSubstr("tenant \"ml\" (uid 4001)"),
-                             HasSubstr("in use 1.00 MiB (1048576 bytes)"),
-                             HasSubstr("asked 1 B (1 bytes)"),
-                             HasSubstr("Fix:"))));
+  EXPECT_THAT(
+      ml->Reserve(Resource::kDeviceBytes, 1, "allocate 1 B", "uid 4001"),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               AllOf(HasSubstr("budget_exhausted: allocate 1 B"),
+                     HasSubstr("tenant \"ml\" (uid 4001)"),
+                     HasSubstr("in use 1.00 MiB (1048576 bytes)"),
+                     HasSubstr("asked 1 B (1 bytes)"), HasSubstr("Fix:"))));
   first->reset();
   EXPECT_EQ(ml->usage()[0], 1u << 19);
-  EXPECT_THAT(ml->Reserve(Resource::kDeviceBytes, 1, "t", "u").status(), IsOk());
+  EXPECT_THAT(ml->Reserve(Resource::kDeviceBytes, 1, "t", "u").status(),
+              IsOk());
   // An ask near 2^64 is refused, and its message does not wrap.
   EXPECT_THAT(ml->Reserve(Resource::kDeviceBytes, ~uint64_t{0}, "huge", "u"),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        HasSubstr("(18446744073709551615 bytes) of its")));
   // Unlimited resources never refuse.
-  EXPECT_THAT(ml->Reserve(Resource::kInflightCommands, 1 << 30, "t", "u").status(),
-              IsOk());
+  EXPECT_THAT(
+      ml->Reserve(Resource::kInflightCommands, 1 << 30, "t", "u").status(),
+      IsOk());
 }
 
 TEST(TenantRegistryTest, LoweringABudgetRefusesNewUseAndFreesNothing) {
@@ -162,17 +170,18 @@ TEST(TenantRegistryTest, LoweringABudgetRefusesNewUseAndFreesNothing) {
 }
 
 TEST(TenantRegistryTest, ConfigErrorsNameTheFileLineAndField) {
-  EXPECT_THAT(TenantRegistry::Parse("tenants { name: \"a\" uids: x }", "bad.conf"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("config_invalid: bad.conf: line 1"),
-                             HasSubstr("Fix:"))));
-  EXPECT_THAT(TenantRegistry::Parse(
-                  "tenants { name: \"a\" uids: 7 }\n"
-                  "tenants {\n  name: \"b\"\n  uids: 7\n}\n",
-                  "dup.conf"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("dup.conf:4: field tenants.uids"),
-                             HasSubstr("uid 7 is in tenants \"a\" and \"b\""))));
+  EXPECT_THAT(
+      TenantRegistry::Parse("tenants { name: \"a\" uids: x }", "bad.conf"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("config_invalid: bad.conf: line 1"),
+                     HasSubstr("Fix:"))));
+  EXPECT_THAT(
+      TenantRegistry::Parse("tenants { name: \"a\" uids: 7 }\n"
+                            "tenants {\n  name: \"b\"\n  uids: 7\n}\n",
+                            "dup.conf"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("dup.conf:4: field tenants.uids"),
+                     HasSubstr("uid 7 is in tenants \"a\" and \"b\""))));
   EXPECT_THAT(TenantRegistry::Parse("tenants {\n  name: \"a\"\n}\n"
                                     "tenants {\n  name: \"a\"\n}\n",
                                     "twice.conf"),

@@ -4,8 +4,8 @@
 #define HRX_DAEMON_CORE_TYPES_H_
 
 #include <array>
-#include <optional>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -82,9 +82,9 @@ struct LaunchGraphCommand {
   uint64_t exec = 0;
 };
 
-using Command = std::variant<FillCommand, CopyCommand, UploadCommand,
-                             RecordEventCommand, WaitEventCommand,
-                             DispatchCommand, LaunchGraphCommand>;
+using Command =
+    std::variant<FillCommand, CopyCommand, UploadCommand, RecordEventCommand,
+                 WaitEventCommand, DispatchCommand, LaunchGraphCommand>;
 
 inline constexpr size_t kMaxGraphNodes = 4096;
 
@@ -171,10 +171,10 @@ struct DeviceInfo {
 inline constexpr int64_t kDefaultTicketLifetimeMs = 10000;
 
 struct ExportTicket {
-  std::string ticket;  // 16 unguessable bytes; redeemed once
+  std::string ticket;      // 16 unguessable bytes; redeemed once
   uint64_t export_id = 0;  // names the mapping for ReleaseExport
   uint64_t bytes = 0;
-  uint64_t offset = 0;     // where the buffer starts in the descriptor
+  uint64_t offset = 0;  // where the buffer starts in the descriptor
 };
 
 struct TenantUsage {
@@ -184,7 +184,7 @@ struct TenantUsage {
   UsageCounts usage = {};
   uint64_t sessions = 0;
   bool load_kernels = false;
-  uint64_t detached_exports = 0;       // see Core::detached_exports
+  uint64_t detached_exports = 0;  // see Core::detached_exports
   uint64_t detached_export_bytes = 0;
 };
 
@@ -220,11 +220,11 @@ struct CoreStatus {
   uint64_t kernels = 0;
   uint64_t events = 0;
   uint32_t queues_created = 0;
-  CacheStats dispatch_cache;   // summed over streams
-  CacheStats transfer_cache;   // summed over streams
-  PoolStats allocation_pool;   // summed over sessions
-  PoolStats staging_pool;      // summed over sessions
-  PoolStats upload_staging;    // completed upload staging, summed over streams
+  CacheStats dispatch_cache;  // summed over streams
+  CacheStats transfer_cache;  // summed over streams
+  PoolStats allocation_pool;  // summed over sessions
+  PoolStats staging_pool;     // summed over sessions
+  PoolStats upload_staging;   // completed upload staging, summed over streams
   uint64_t suspended_streams = 0;  // a batch waits at the staging bound
   uint64_t parked_operations = 0;  // ordered behind such batches
 };

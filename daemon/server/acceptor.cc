@@ -20,9 +20,9 @@ absl::StatusOr<std::unique_ptr<Acceptor>> Acceptor::Start(int listen_fd,
   if (wake < 0) {
     const std::string error = std::strerror(errno);
     close(listen_fd);
-    return Refusal(Reason::kListenFailed,absl::StrCat(
-        "eventfd: ", error,
-        ". Fix: raise the daemon's open-file limit."));
+    return Refusal(Reason::kListenFailed,
+                   absl::StrCat("eventfd: ", error,
+                                ". Fix: raise the daemon's open-file limit."));
   }
   auto acceptor = std::unique_ptr<Acceptor>(
       new Acceptor(listen_fd, wake, std::move(handler)));

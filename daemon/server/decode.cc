@@ -3,11 +3,11 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
-#include "grpc/grpc_security_constants.h"
 #include "absl/strings/str_format.h"
+#include "grpc/grpc_security_constants.h"
 #include "shared/launch_check.h"
-#include "shared/socket_path.h"
 #include "shared/refusal.h"
+#include "shared/socket_path.h"
 
 namespace hrx::daemon {
 
@@ -26,16 +26,19 @@ absl::StatusOr<PeerIdentity> Identify(const grpc::ServerContextBase& context,
         remote.certificate_subject.assign(value.data(), value.size());
       }
       if (remote.certificate_subject.empty()) {
-        return Refusal(Reason::kUnknownCertificate, "the client certificate has an empty subject, "
+        return Refusal(
+            Reason::kUnknownCertificate,
+            "the client certificate has an empty subject, "
             "so it names nobody. Fix: issue the client a certificate whose "
             "subject a tenant lists in certificate_subjects.");
       }
       return remote;
     }
-    return Refusal(Reason::kUnidentifiedCaller,absl::StrFormat(
-        "the daemon cannot tell who is calling over %s. "
-        "Fix: connect through hrxd's Unix socket.",
-        context.peer()));
+    return Refusal(
+        Reason::kUnidentifiedCaller,
+        absl::StrFormat("the daemon cannot tell who is calling over %s. "
+                        "Fix: connect through hrxd's Unix socket.",
+                        context.peer()));
   }
   return *identity;
 }
@@ -46,26 +49,31 @@ absl::StatusOr<Caller> DecodeCaller(const grpc::ServerContextBase& context,
   const auto& metadata = context.client_metadata();
   auto it = metadata.find(shared::kSessionMetadataKey);
   if (it == metadata.end()) {
-    return Refusal(Reason::kNoSession,absl::StrFormat(
-        "the call carries no \"%s\" metadata. Fix: call "
-        "hrx.v1.Sessions/OpenSession and send its session handle as \"%s\" "
-        "metadata on every call.",
-        shared::kSessionMetadataKey, shared::kSessionMetadataKey));
+    return Refusal(
+        Reason::kNoSession,
+        absl::StrFormat(
+            "the call carries no \"%s\" metadata. Fix: call "
+            "hrx.v1.Sessions/OpenSession and send its session handle as \"%s\" "
+            "metadata on every call.",
+            shared::kSessionMetadataKey, shared::kSessionMetadataKey));
   }
   const std::string text(it->second.data(), it->second.size());
   shared::WireHandle handle;
   if (!shared::ParseWireHandle(text, &handle)) {
-    return Refusal(Reason::kBadSessionMetadata,absl::StrFormat(
-        "\"%s\" metadata \"%s\" is not a session "
-        "handle. Fix: send the session handle from OpenSession as four "
-        "16-digit hex numbers joined by '.'.",
-        shared::kSessionMetadataKey, text));
+    return Refusal(
+        Reason::kBadSessionMetadata,
+        absl::StrFormat(
+            "\"%s\" metadata \"%s\" is not a session "
+            "handle. Fix: send the session handle from OpenSession as four "
+            "16-digit hex numbers joined by '.'.",
+            shared::kSessionMetadataKey, text));
   }
   auto session = authority.OpenSession(handle);
   if (!session.ok()) return session.status();
   auto identity = Identify(context, peers);
   if (!identity.ok()) return identity.status();
-  if (absl::Status mine = core.sessions().VerifyCaller(*session, *identity); !mine.ok()) {
+  if (absl::Status mine = core.sessions().VerifyCaller(*session, *identity);
+      !mine.ok()) {
     return mine;
   }
   return Caller(authority, *session);
@@ -116,21 +124,25 @@ absl::StatusOr<backend::KernelSignature> DecodeSignature(
     if (arg.kind() == hrx::v1::KernelArg::KIND_SCALAR &&
         (arg.size() == 4 || arg.size() == 8)) {
       decoded.args.push_back({backend::ArgKind::kScalar, arg.size()});
-    } else if (arg.kind() == hrx::v1::KernelArg::KIND_BUFFER && arg.size() == 0) {
+    } else if (arg.kind() == hrx::v1::KernelArg::KIND_BUFFER &&
+               arg.size() == 0) {
       decoded.args.push_back({backend::ArgKind::kBuffer, 0});
     } else {
-      return Refusal(Reason::kBadSignature,absl::StrFormat(
-          "declared argument %d has kind %d and size %u. Fix: "
-          "declare scalars of 4 or 8 bytes and buffers of size 0.",
-          i, static_cast<int>(arg.kind()), arg.size()));
+      return Refusal(
+          Reason::kBadSignature,
+          absl::StrFormat(
+              "declared argument %d has kind %d and size %u. Fix: "
+              "declare scalars of 4 or 8 bytes and buffers of size 0.",
+              i, static_cast<int>(arg.kind()), arg.size()));
     }
   }
   if (signature.workgroup_size_size() != 3 &&
       signature.workgroup_size_size() != 0) {
-    return Refusal(Reason::kBadSignature,absl::StrFormat(
-        "declared workgroup size has %d entries. Fix: send 3 "
-        "(0 for any size in a dimension).",
-        signature.workgroup_size_size()));
+    return Refusal(
+        Reason::kBadSignature,
+        absl::StrFormat("declared workgroup size has %d entries. Fix: send 3 "
+                        "(0 for any size in a dimension).",
+                        signature.workgroup_size_size()));
   }
   for (int d = 0; d < signature.workgroup_size_size(); ++d) {
     decoded.workgroup_size[d] = signature.workgroup_size(d);

@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/backend/backend.h"
 #include "daemon/core/core.h"
 #include "daemon/core/handle_authority.h"
-#include "daemon/server/peer_registry.h"
 #include "daemon/core/types.h"
+#include "daemon/server/peer_registry.h"
 #include "grpcpp/server_context.h"
-#include "daemon/backend/backend.h"
 #include "hrx/v1/admin.pb.h"
 #include "hrx/v1/graph.pb.h"
 #include "hrx/v1/kernel.pb.h"
@@ -45,7 +45,8 @@ class Caller {
                                std::string_view what) const;
 
   // INVALID_ARGUMENT for a fill value above 255, a dispatch whose grid or
-  // block does not have 3 entries or whose constants pass 256 bytes, or a
+  // block does not have 3 entries or whose constants pass
+  // shared::kConstantsCapacity bytes, more than kMaxCommandsPerSubmit, or a
   // command with no op set; the message names the command's position
   // ("submit command 2 of 5 (fill dst)"). Handles are opened here.
   absl::StatusOr<std::vector<Command>> Commands(
@@ -55,8 +56,8 @@ class Caller {
   // A recorded graph: each node's fill, copy or dispatch decoded as a
   // command's would be, read from the node's own oneof (positions name
   // "graph node 2 of 5").
-  absl::StatusOr<GraphSpec> Graph(const hrx::v1::CreateGraphExecRequest& request)
-      const;
+  absl::StatusOr<GraphSpec> Graph(
+      const hrx::v1::CreateGraphExecRequest& request) const;
 
  private:
   // Where a command sits in its request, for refusals.

@@ -63,12 +63,12 @@ absl::StatusOr<DispatchCommand> Caller::DecodeDispatch(
   HRX_ASSIGN_OR_RETURN(dispatch.block,
                        DecodeDims(wire.block(), "block", label));
   if (wire.constants().size() > shared::kConstantsCapacity) {
-    return Refusal(
-        Reason::kConstantsTooLarge,
-        absl::StrFormat("%s: %u bytes of constants, the capacity is %u. Fix: "
-                        "pass at most %u bytes of scalars.",
-                        label, wire.constants().size(),
-                        shared::kConstantsCapacity, shared::kConstantsCapacity));
+    return Refusal(Reason::kConstantsTooLarge,
+                   absl::StrFormat(
+                       "%s: %u bytes of constants, the capacity is %u. Fix: "
+                       "pass at most %u bytes of scalars.",
+                       label, wire.constants().size(),
+                       shared::kConstantsCapacity, shared::kConstantsCapacity));
   }
   dispatch.constants = wire.constants();
   for (int b = 0; b < wire.bindings_size(); ++b) {
@@ -88,8 +88,8 @@ absl::StatusOr<Command> Caller::DecodeCommand(const hrx::v1::Command& command,
     case hrx::v1::Command::kCopy:
       return DecodeCopy(command.copy(), at);
     case hrx::v1::Command::kUpload: {
-      HRX_ASSIGN_OR_RETURN(ViewRef dst, View(command.upload().dst(),
-                                             at.Label("upload dst")));
+      HRX_ASSIGN_OR_RETURN(
+          ViewRef dst, View(command.upload().dst(), at.Label("upload dst")));
       return UploadCommand{dst, command.upload().data()};
     }
     case hrx::v1::Command::kRecordEvent:
@@ -99,10 +99,10 @@ absl::StatusOr<Command> Caller::DecodeCommand(const hrx::v1::Command& command,
     case hrx::v1::Command::kDispatch:
       return DecodeDispatch(command.dispatch(), at);
     case hrx::v1::Command::kLaunchGraph: {
-      HRX_ASSIGN_OR_RETURN(uint64_t exec,
-                           Object(command.launch_graph().exec(),
-                                  shared::HandleKind::kGraphExec,
-                                  at.Label("launch_graph exec")));
+      HRX_ASSIGN_OR_RETURN(
+          uint64_t exec,
+          Object(command.launch_graph().exec(), shared::HandleKind::kGraphExec,
+                 at.Label("launch_graph exec")));
       return LaunchGraphCommand{exec};
     }
     case hrx::v1::Command::OP_NOT_SET:
@@ -118,6 +118,14 @@ absl::StatusOr<Command> Caller::DecodeCommand(const hrx::v1::Command& command,
 absl::StatusOr<std::vector<Command>> Caller::Commands(
     const google::protobuf::RepeatedPtrField<hrx::v1::Command>& commands)
     const {
+  // Checked again by the core; here first, so an oversized batch costs no
+  // handle openings or copies.
+  if (static_cast<size_t>(commands.size()) > kMaxCommandsPerSubmit) {
+    return Refusal(Reason::kBatchTooLarge,
+                   absl::StrFormat("submit: %u commands in one batch, the "
+                                   "limit is %u. Fix: split the batch.",
+                                   commands.size(), kMaxCommandsPerSubmit));
+  }
   std::vector<Command> decoded;
   decoded.reserve(commands.size());
   for (int i = 0; i < commands.size(); ++i) {
@@ -136,6 +144,12 @@ absl::StatusOr<GraphSpec> Caller::Graph(
   spec.profiled = request.profiled();
   spec.labels.assign(request.labels().begin(), request.labels().end());
   const int count = request.nodes_size();
+  if (static_cast<size_t>(count) > kMaxGraphNodes) {
+    return Refusal(Reason::kGraphTooLarge,
+                   absl::StrFormat("finish graph: %u nodes, the capacity is "
+                                   "%u. Fix: split the graph.",
+                                   count, kMaxGraphNodes));
+  }
   spec.nodes.reserve(count);
   for (int i = 0; i < count; ++i) {
     const hrx::v1::GraphNode& node = request.nodes(i);

@@ -6,9 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -45,9 +45,9 @@ absl::StatusOr<std::unique_ptr<ExchangeServer>> ExchangeServer::Start(
     if (epoll_fd >= 0) close(epoll_fd);
     if (wake_fd >= 0) close(wake_fd);
     close(listen_fd);
-    return Refusal(Reason::kListenFailed,absl::StrCat(
-        "epoll/eventfd: ", error,
-        ". Fix: raise the daemon's open-file limit."));
+    return Refusal(Reason::kListenFailed,
+                   absl::StrCat("epoll/eventfd: ", error,
+                                ". Fix: raise the daemon's open-file limit."));
   }
   fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) | O_NONBLOCK);
   epoll_event event{};
@@ -101,8 +101,8 @@ void ExchangeServer::Drop(int fd) {
 
 void ExchangeServer::AcceptAll() {
   while (true) {
-    const int fd = accept4(listen_fd_, nullptr, nullptr,
-                           SOCK_CLOEXEC | SOCK_NONBLOCK);
+    const int fd =
+        accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
           errno == ENOMEM) {
@@ -128,10 +128,10 @@ void ExchangeServer::AcceptAll() {
       connection.peer.gid = credentials.gid;
       connection.peer.pid = credentials.pid;  // 0: another PID namespace
     }
-    const bool full = state_->connections.size() >= limits_.max_connections ||
-                      (connection.peer.uid &&
-                       state_->per_uid[*connection.peer.uid] >=
-                           limits_.max_per_uid);
+    const bool full =
+        state_->connections.size() >= limits_.max_connections ||
+        (connection.peer.uid &&
+         state_->per_uid[*connection.peer.uid] >= limits_.max_per_uid);
     if (full) {
       close(fd);  // the peer sees its connection end; others keep theirs
       continue;

@@ -29,12 +29,13 @@ std::string EncodeReply(const absl::Status& status) {
 }
 
 absl::Status BadTicket(size_t received) {
-  return Refusal(Reason::kBadTicket,absl::StrFormat(
-      "the side channel expects a %u-byte ticket within %s of "
-      "connecting; it received %u bytes. Fix: send the ticket "
-      "Buffers.Export returned, at once.",
-      shared::kTicketBytes, absl::FormatDuration(kSideChannelDeadline),
-      received));
+  return Refusal(
+      Reason::kBadTicket,
+      absl::StrFormat("the side channel expects a %u-byte ticket within %s of "
+                      "connecting; it received %u bytes. Fix: send the ticket "
+                      "Buffers.Export returned, at once.",
+                      shared::kTicketBytes,
+                      absl::FormatDuration(kSideChannelDeadline), received));
 }
 
 }  // namespace
@@ -55,10 +56,12 @@ absl::StatusOr<std::unique_ptr<FdChannel>> FdChannel::Start(
       chmod(path.c_str(), socket_mode) != 0 || listen(fd, 128) != 0) {
     const std::string error = std::strerror(errno);
     if (fd >= 0) close(fd);
-    return Refusal(Reason::kListenFailed,absl::StrFormat(
-        "descriptor side channel %s: %s. Fix: shorten --socket "
-        "(the side channel's path adds 4 bytes) or check the directory.",
-        path, error));
+    return Refusal(
+        Reason::kListenFailed,
+        absl::StrFormat(
+            "descriptor side channel %s: %s. Fix: shorten --socket "
+            "(the side channel's path adds 4 bytes) or check the directory.",
+            path, error));
   }
   auto channel = std::unique_ptr<FdChannel>(new FdChannel(path, core));
   ExchangeLimits limits;

@@ -14,8 +14,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "daemon/core/core.h"
 #include "absl/time/time.h"
+#include "daemon/core/core.h"
 #include "daemon/server/exchange_server.h"
 
 namespace hrx::daemon {

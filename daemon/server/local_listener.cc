@@ -17,10 +17,11 @@ namespace hrx::daemon {
 namespace {
 
 absl::Status Failed(const std::string& what, const std::string& path) {
-  return Refusal(Reason::kListenFailed,absl::StrFormat(
-      "%s %s: %s. Fix: check the socket directory exists and is "
-      "writable by the daemon.",
-      what, path, std::strerror(errno)));
+  return Refusal(Reason::kListenFailed,
+                 absl::StrFormat(
+                     "%s %s: %s. Fix: check the socket directory exists and is "
+                     "writable by the daemon.",
+                     what, path, std::strerror(errno)));
 }
 
 }  // namespace

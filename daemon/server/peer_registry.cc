@@ -42,29 +42,33 @@ absl::StatusOr<PeerIdentity> PeerRegistry::Admit(
   const size_t of_uid = per_uid_[identity.uid];
   if (of_uid >= kMaxConnectionsPerUid ||
       connections_.size() >= kMaxLocalConnections) {
-    return Refusal(Reason::kTooManyConnections,absl::StrFormat(
-        "uid %u holds %u connections (the limit is %u "
-        "per uid), %u are open in all (the limit is %u). Fix: share one "
-        "connection per process (one hrx::Client), and close idle ones.",
-        identity.uid, of_uid, kMaxConnectionsPerUid, connections_.size(),
-        kMaxLocalConnections));
+    return Refusal(
+        Reason::kTooManyConnections,
+        absl::StrFormat(
+            "uid %u holds %u connections (the limit is %u "
+            "per uid), %u are open in all (the limit is %u). Fix: share one "
+            "connection per process (one hrx::Client), and close idle ones.",
+            identity.uid, of_uid, kMaxConnectionsPerUid, connections_.size(),
+            kMaxLocalConnections));
   }
   const int watched = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (watched < 0) {
-    return Refusal(Reason::kDescriptorsExhausted,absl::StrFormat(
-        "cannot watch a new connection: %s. Fix: raise "
-        "hrxd's open-file limit (LimitNOFILE).",
-        std::strerror(errno)));
+    return Refusal(
+        Reason::kDescriptorsExhausted,
+        absl::StrFormat("cannot watch a new connection: %s. Fix: raise "
+                        "hrxd's open-file limit (LimitNOFILE).",
+                        std::strerror(errno)));
   }
   epoll_event event{};
   event.events = EPOLLRDHUP;  // only the hangup; gRPC reads the data
   event.data.fd = watched;
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, watched, &event) != 0) {
     close(watched);
-    return Refusal(Reason::kDescriptorsExhausted,absl::StrFormat(
-        "cannot watch a new connection: %s. Fix: raise "
-        "hrxd's open-file limit.",
-        std::strerror(errno)));
+    return Refusal(
+        Reason::kDescriptorsExhausted,
+        absl::StrFormat("cannot watch a new connection: %s. Fix: raise "
+                        "hrxd's open-file limit.",
+                        std::strerror(errno)));
   }
   identity.connection = next_connection_++;
   ++per_uid_[identity.uid];
@@ -75,7 +79,8 @@ absl::StatusOr<PeerIdentity> PeerRegistry::Admit(
   return identity;
 }
 
-std::optional<PeerIdentity> PeerRegistry::Lookup(const std::string& peer) const {
+std::optional<PeerIdentity> PeerRegistry::Lookup(
+    const std::string& peer) const {
   constexpr char kPrefix[] = "fd:";
   if (!absl::StartsWith(peer, kPrefix)) return std::nullopt;
   int fd = -1;

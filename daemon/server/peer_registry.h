@@ -77,8 +77,8 @@ class PeerRegistry {
  private:
   struct Connection {
     PeerIdentity identity;
-    int fd = -1;         // the number gRPC knows it by
-    int watched_fd = -1; // our duplicate, under the epoll watch
+    int fd = -1;          // the number gRPC knows it by
+    int watched_fd = -1;  // our duplicate, under the epoll watch
     std::shared_ptr<const void> hold;
   };
   void Run();

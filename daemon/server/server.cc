@@ -72,10 +72,11 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
   // each caller's credentials, and hands them to this server.
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || (remote && remote_port == 0)) {
-    return Refusal(Reason::kServerFailed,absl::StrFormat(
-        "gRPC could not start the server%s. Fix: check the "
-        "address is free and the TLS files are valid PEM.",
-        remote ? " on " + remote->address : ""));
+    return Refusal(
+        Reason::kServerFailed,
+        absl::StrFormat("gRPC could not start the server%s. Fix: check the "
+                        "address is free and the TLS files are valid PEM.",
+                        remote ? " on " + remote->address : ""));
   }
   services->buffers.set_fd_socket(FdChannelPath(socket_path));
   auto fd_channel =

@@ -25,9 +25,9 @@ class Services;
 // The optional TCP listener for remote callers. TLS with client
 // certificates is mandatory: a caller is its certificate's subject.
 struct RemoteListener {
-  std::string address;    // HOST:PORT
-  std::string cert_pem;   // the server's certificate chain
-  std::string key_pem;    // its private key
+  std::string address;        // HOST:PORT
+  std::string cert_pem;       // the server's certificate chain
+  std::string key_pem;        // its private key
   std::string client_ca_pem;  // CA that signs accepted client certificates
 };
 

@@ -9,8 +9,8 @@
 #include "daemon/server/stream_reactor.h"
 #include "daemon/server/wire_shape.h"
 #include "shared/grpc_status.h"
-#include "shared/version.h"
 #include "shared/refusal.h"
+#include "shared/version.h"
 
 namespace hrx::daemon {
 namespace {
@@ -71,7 +71,8 @@ grpc::ServerUnaryReactor* SessionsService::OpenSession(
   if (!identity.ok()) return Finish(core_, context, identity.status());
   auto session = core_.OpenSession(request->client_name(), *identity);
   if (session.ok()) {
-    FromWire(core_.handles().SealSession(*session), response->mutable_session());
+    FromWire(core_.handles().SealSession(*session),
+             response->mutable_session());
   }
   return Finish(core_, context, session.status());
 }
@@ -84,14 +85,14 @@ grpc::ServerUnaryReactor* SessionsService::CloseSession(
   if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  core_.CloseSession(session, [reactor, response](
-                                   absl::StatusOr<CloseSummary> summary) {
-    if (summary.ok()) {
-      response->set_freed_buffers(summary->freed_buffers);
-      response->set_freed_streams(summary->freed_streams);
-    }
-    reactor->Finish(ToGrpcStatus(summary.status()));
-  });
+  core_.CloseSession(session,
+                     [reactor, response](absl::StatusOr<CloseSummary> summary) {
+                       if (summary.ok()) {
+                         response->set_freed_buffers(summary->freed_buffers);
+                         response->set_freed_streams(summary->freed_streams);
+                       }
+                       reactor->Finish(ToGrpcStatus(summary.status()));
+                     });
   return reactor;
 }
 
@@ -109,7 +110,9 @@ grpc::ServerUnaryReactor* DevicesService::SetQueueCount(
     hrx::v1::SetQueueCountResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(core_, context, caller.status());
-  return Finish(core_, context, core_.admin().SetQueueCount(caller->session(), request->count()));
+  return Finish(
+      core_, context,
+      core_.admin().SetQueueCount(caller->session(), request->count()));
 }
 
 grpc::ServerUnaryReactor* KernelsService::LoadKernel(
@@ -118,7 +121,8 @@ grpc::ServerUnaryReactor* KernelsService::LoadKernel(
   auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(core_, context, caller.status());
   hrx::v1::LoadKernelRequest request;
-  if (absl::Status parsed = ParseChecked(*raw_request, &request); !parsed.ok()) {
+  if (absl::Status parsed = ParseChecked(*raw_request, &request);
+      !parsed.ok()) {
     return Finish(core_, context, parsed);
   }
   const uint64_t session = caller->session();
@@ -129,7 +133,7 @@ grpc::ServerUnaryReactor* KernelsService::LoadKernel(
     declared = *std::move(decoded);
   }
   auto kernel = core_.kernels().Load(session, request.code(), request.entry(),
-                                 declared ? &*declared : nullptr);
+                                     declared ? &*declared : nullptr);
   if (kernel.ok()) {
     hrx::v1::LoadKernelResponse response;
     caller->Seal(kernel->handle, response.mutable_kernel());
@@ -170,7 +174,8 @@ grpc::ServerUnaryReactor* EventsService::SynchronizeEvent(
   if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  core_.events().Synchronize(session, request->event(), FinishLater(core_, reactor));
+  core_.events().Synchronize(session, request->event(),
+                             FinishLater(core_, reactor));
   return reactor;
 }
 
@@ -180,7 +185,8 @@ grpc::ServerUnaryReactor* EventsService::ReleaseEvent(
   auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
-  return Finish(core_, context, core_.events().Release(session, request->event()));
+  return Finish(core_, context,
+                core_.events().Release(session, request->event()));
 }
 
 grpc::ServerUnaryReactor* BuffersService::Allocate(
@@ -196,11 +202,12 @@ grpc::ServerUnaryReactor* BuffersService::Allocate(
       : request->contents() == hrx::v1::INITIAL_CONTENTS_ZEROED
           ? AllocationKind::kZeroed
           : AllocationKind::kDevice;
-  auto stream = caller->OptionalObject(request->has_stream(), request->stream(),
-                                       shared::HandleKind::kStream,
-                                       "allocate stream");
+  auto stream =
+      caller->OptionalObject(request->has_stream(), request->stream(),
+                             shared::HandleKind::kStream, "allocate stream");
   if (!stream.ok()) return Finish(core_, context, stream.status());
-  auto buffer = core_.buffers().Allocate(session, request->bytes(), kind, *stream);
+  auto buffer =
+      core_.buffers().Allocate(session, request->bytes(), kind, *stream);
   if (buffer.ok()) {
     caller->Seal(buffer->handle, response->mutable_buffer());
     response->set_bytes(buffer->bytes);
@@ -229,8 +236,8 @@ grpc::ServerUnaryReactor* BuffersService::Grant(
   auto buffer = caller->Object(request->buffer(), shared::HandleKind::kBuffer,
                                "grant buffer");
   if (!buffer.ok()) return Finish(core_, context, buffer.status());
-  auto grant = core_.sharing().Grant(caller->session(), *buffer, request->tenant(),
-                           request->session());
+  auto grant = core_.sharing().Grant(caller->session(), *buffer,
+                                     request->tenant(), request->session());
   if (grant.ok()) response->set_grant(*grant);
   return Finish(core_, context, grant.status());
 }
@@ -254,7 +261,8 @@ grpc::ServerUnaryReactor* BuffersService::Revoke(
     hrx::v1::RevokeResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(core_, context, caller.status());
-  return Finish(core_, context, core_.sharing().Revoke(caller->session(), request->grant()));
+  return Finish(core_, context,
+                core_.sharing().Revoke(caller->session(), request->grant()));
 }
 
 grpc::ServerUnaryReactor* BuffersService::Export(
@@ -267,11 +275,14 @@ grpc::ServerUnaryReactor* BuffersService::Export(
   if (!buffer.ok()) return Finish(core_, context, buffer.status());
   if (request->kind() != hrx::v1::HANDLE_KIND_SHM &&
       request->kind() != hrx::v1::HANDLE_KIND_DMABUF) {
-    return Finish(core_, context,
-                  Refusal(Reason::kBadHandleKind, "export buffer: ask for "
-                      "HANDLE_KIND_SHM or HANDLE_KIND_DMABUF. Fix: set kind."));
+    return Finish(
+        core_, context,
+        Refusal(Reason::kBadHandleKind,
+                "export buffer: ask for "
+                "HANDLE_KIND_SHM or HANDLE_KIND_DMABUF. Fix: set kind."));
   }
-  auto ticket = core_.sharing().Export(caller->session(), *buffer,
+  auto ticket =
+      core_.sharing().Export(caller->session(), *buffer,
                              request->kind() == hrx::v1::HANDLE_KIND_SHM
                                  ? backend::ExportKind::kShm
                                  : backend::ExportKind::kDmaBuf);
@@ -291,8 +302,9 @@ grpc::ServerUnaryReactor* BuffersService::ReleaseExport(
     hrx::v1::ReleaseExportResponse* response) {
   auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(core_, context, caller.status());
-  return Finish(core_, context,
-                core_.sharing().ReleaseExport(caller->session(), request->export_id()));
+  return Finish(
+      core_, context,
+      core_.sharing().ReleaseExport(caller->session(), request->export_id()));
 }
 
 grpc::ServerUnaryReactor* StreamsService::CreateStream(
@@ -331,7 +343,8 @@ grpc::ServerUnaryReactor* StreamsService::Submit(
   auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(core_, context, caller.status());
   hrx::v1::SubmitRequest request;
-  if (absl::Status parsed = ParseChecked(*raw_request, &request); !parsed.ok()) {
+  if (absl::Status parsed = ParseChecked(*raw_request, &request);
+      !parsed.ok()) {
     return Finish(core_, context, parsed);
   }
   const uint64_t session = caller->session();
@@ -341,16 +354,17 @@ grpc::ServerUnaryReactor* StreamsService::Submit(
   auto commands = caller->Commands(request.commands());
   if (!commands.ok()) return Finish(core_, context, commands.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  core_.commands().Submit(session, *stream, *std::move(commands), SubmitErrors::kReturn,
-               [this, reactor, raw_response](absl::StatusOr<size_t> enqueued) {
-                 if (enqueued.ok()) {
-                   hrx::v1::SubmitResponse response;
-                   response.set_enqueued(*enqueued);
-                   SerializeInto(response, raw_response);
-                 }
-                 core_.refusals().Count(enqueued.status());
-                 reactor->Finish(ToGrpcStatus(enqueued.status()));
-               });
+  core_.commands().Submit(
+      session, *stream, *std::move(commands), SubmitErrors::kReturn,
+      [this, reactor, raw_response](absl::StatusOr<size_t> enqueued) {
+        if (enqueued.ok()) {
+          hrx::v1::SubmitResponse response;
+          response.set_enqueued(*enqueued);
+          SerializeInto(response, raw_response);
+        }
+        core_.refusals().Count(enqueued.status());
+        reactor->Finish(ToGrpcStatus(enqueued.status()));
+      });
   return reactor;
 }
 
@@ -387,7 +401,7 @@ grpc::ServerUnaryReactor* StreamsService::Read(
   auto* reactor = new HoldingReactor(*std::move(hold));
   // The response outlives the read: gRPC keeps it until Finish.
   core_.commands().Read(session, *stream, *src, response->mutable_data(),
-             FinishLater(core_, reactor));
+                        FinishLater(core_, reactor));
   return reactor;
 }
 
@@ -445,7 +459,8 @@ grpc::ServerUnaryReactor* DaemonStatusService::GetStatus(
     hrx::v1::GetStatusResponse* response) {
   auto identity = Identify(*context, peers_);
   if (!identity.ok()) return Finish(core_, context, identity.status());
-  if (absl::Status known = core_.admin().RequireKnownCaller(*identity); !known.ok()) {
+  if (absl::Status known = core_.admin().RequireKnownCaller(*identity);
+      !known.ok()) {
     return Finish(core_, context, known);
   }
   const CoreStatus status = core_.admin().status();
@@ -485,7 +500,8 @@ grpc::ServerUnaryReactor* GraphsService::CreateExec(
   auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(core_, context, caller.status());
   hrx::v1::CreateGraphExecRequest request;
-  if (absl::Status parsed = ParseChecked(*raw_request, &request); !parsed.ok()) {
+  if (absl::Status parsed = ParseChecked(*raw_request, &request);
+      !parsed.ok()) {
     return Finish(core_, context, parsed);
   }
   auto stream = caller->Object(request.stream(), shared::HandleKind::kStream,
@@ -493,8 +509,8 @@ grpc::ServerUnaryReactor* GraphsService::CreateExec(
   if (!stream.ok()) return Finish(core_, context, stream.status());
   auto spec = caller->Graph(request);
   if (!spec.ok()) return Finish(core_, context, spec.status());
-  auto exec = core_.graphs().CreateExec(caller->session(), *stream,
-                                    *std::move(spec));
+  auto exec =
+      core_.graphs().CreateExec(caller->session(), *stream, *std::move(spec));
   if (exec.ok()) {
     hrx::v1::CreateGraphExecResponse response;
     caller->Seal(exec->handle, response.mutable_exec());
@@ -513,7 +529,8 @@ grpc::ServerUnaryReactor* GraphsService::DestroyExec(
   auto exec = caller->Object(request->exec(), shared::HandleKind::kGraphExec,
                              "destroy graph exec");
   if (!exec.ok()) return Finish(core_, context, exec.status());
-  return Finish(core_, context, core_.graphs().DestroyExec(caller->session(), *exec));
+  return Finish(core_, context,
+                core_.graphs().DestroyExec(caller->session(), *exec));
 }
 
 grpc::ServerUnaryReactor* GraphsService::ClearFailure(
@@ -525,7 +542,8 @@ grpc::ServerUnaryReactor* GraphsService::ClearFailure(
   auto exec = caller->Object(request->exec(), shared::HandleKind::kGraphExec,
                              "clear graph failure");
   if (!exec.ok()) return Finish(core_, context, exec.status());
-  return Finish(core_, context, core_.graphs().ClearFailure(caller->session(), *exec));
+  return Finish(core_, context,
+                core_.graphs().ClearFailure(caller->session(), *exec));
 }
 
 absl::Status AdminService::Authorize(const grpc::CallbackServerContext& context,
@@ -539,7 +557,8 @@ grpc::ServerUnaryReactor* AdminService::ListTenants(
     grpc::CallbackServerContext* context,
     const hrx::v1::ListTenantsRequest* request,
     hrx::v1::ListTenantsResponse* response) {
-  if (absl::Status allowed = Authorize(*context, Role::kObserver); !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, Role::kObserver);
+      !allowed.ok()) {
     return Finish(core_, context, allowed);
   }
   for (const TenantUsage& tenant : core_.admin().ListTenants()) {
@@ -560,10 +579,12 @@ grpc::ServerUnaryReactor* AdminService::ListSessions(
     grpc::CallbackServerContext* context,
     const hrx::v1::ListSessionsRequest* request,
     hrx::v1::ListSessionsResponse* response) {
-  if (absl::Status allowed = Authorize(*context, Role::kObserver); !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, Role::kObserver);
+      !allowed.ok()) {
     return Finish(core_, context, allowed);
   }
-  for (const SessionSummary& session : core_.admin().ListSessions(request->tenant())) {
+  for (const SessionSummary& session :
+       core_.admin().ListSessions(request->tenant())) {
     hrx::v1::SessionInfo* info = response->add_sessions();
     info->set_id(session.id);
     info->set_tenant(session.tenant);
@@ -582,7 +603,8 @@ grpc::ServerUnaryReactor* AdminService::ListBuffers(
     grpc::CallbackServerContext* context,
     const hrx::v1::ListBuffersRequest* request,
     hrx::v1::ListBuffersResponse* response) {
-  if (absl::Status allowed = Authorize(*context, Role::kObserver); !allowed.ok()) {
+  if (absl::Status allowed = Authorize(*context, Role::kObserver);
+      !allowed.ok()) {
     return Finish(core_, context, allowed);
   }
   for (const BufferSummary& buffer :
@@ -605,8 +627,9 @@ grpc::ServerUnaryReactor* AdminService::SetBudget(
   if (absl::Status allowed = Authorize(*context, Role::kAdmin); !allowed.ok()) {
     return Finish(core_, context, allowed);
   }
-  return Finish(core_, context, core_.admin().SetBudget(request->tenant(),
-                                         LimitsFromBudget(request->budget())));
+  return Finish(core_, context,
+                core_.admin().SetBudget(request->tenant(),
+                                        LimitsFromBudget(request->budget())));
 }
 
 grpc::ServerUnaryReactor* AdminService::EvictSession(
@@ -617,14 +640,14 @@ grpc::ServerUnaryReactor* AdminService::EvictSession(
     return Finish(core_, context, allowed);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  core_.CloseSession(request->id(), [reactor, response](
-                                        absl::StatusOr<CloseSummary> summary) {
-    if (summary.ok()) {
-      response->set_freed_buffers(summary->freed_buffers);
-      response->set_freed_streams(summary->freed_streams);
-    }
-    reactor->Finish(ToGrpcStatus(summary.status()));
-  });
+  core_.CloseSession(request->id(),
+                     [reactor, response](absl::StatusOr<CloseSummary> summary) {
+                       if (summary.ok()) {
+                         response->set_freed_buffers(summary->freed_buffers);
+                         response->set_freed_streams(summary->freed_streams);
+                       }
+                       reactor->Finish(ToGrpcStatus(summary.status()));
+                     });
   return reactor;
 }
 

@@ -250,8 +250,7 @@ class AdminService final : public hrx::v1::Admin::CallbackService {
 
  private:
   // The caller's identity, checked to have at least `role`.
-  absl::Status Authorize(const grpc::CallbackServerContext& context,
-                         Role role);
+  absl::Status Authorize(const grpc::CallbackServerContext& context, Role role);
 
   Core& core_;
   const PeerRegistry& peers_;

@@ -83,9 +83,8 @@ void StreamReactor::OnReadDone(bool ok) {
     // The client finished writing, or the call died: drain and destroy.
     if (stream_ != 0) {
       Begin();
-      core_.commands().DestroyStream(session_, stream_, [this](absl::Status) {
-        Complete(nullptr);
-      });
+      core_.commands().DestroyStream(
+          session_, stream_, [this](absl::Status) { Complete(nullptr); });
     }
     absl::MutexLock lock(&mu_);
     read_pending_ = false;
@@ -125,9 +124,10 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
   const uint64_t token = request.token();
   if (request.op_case() == hrx::v1::StreamRequest::kOpen) {
     if (stream_ != 0) {
-      Send(NewReply(token, Refusal(Reason::kStreamAlreadyOpen, "this call already "
-                               "opened a stream. Fix: send open once, "
-                               "as the first message.")));
+      Send(NewReply(token, Refusal(Reason::kStreamAlreadyOpen,
+                                   "this call already "
+                                   "opened a stream. Fix: send open once, "
+                                   "as the first message.")));
       return true;
     }
     auto opened = core_.commands().CreateStream(session_);
@@ -141,9 +141,10 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
     return true;
   }
   if (stream_ == 0) {
-    Send(NewReply(token, Refusal(Reason::kStreamNotOpen, "the first message of "
-                             "Streams.Open must be open. Fix: send "
-                             "open before anything else.")));
+    Send(NewReply(token, Refusal(Reason::kStreamNotOpen,
+                                 "the first message of "
+                                 "Streams.Open must be open. Fix: send "
+                                 "open before anything else.")));
     return true;
   }
   switch (request.op_case()) {
@@ -162,31 +163,32 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
         absl::MutexLock lock(&mu_);
         ++outstanding_;
       }
-      core_.commands().Submit(session_, stream_, *std::move(commands),
-                   SubmitErrors::kDefer,
-                   [this, token, ack](absl::StatusOr<size_t> enqueued) {
-                     if (!enqueued.ok()) {
-                       core_.commands().DeferRefusal(session_, stream_,
-                                                     enqueued.status());
-                     }
-                     if (ack) {
-                       Reply reply = NewReply(token);
-                       reply->set_enqueued(enqueued.ok() ? *enqueued : 0);
-                       Send(std::move(reply));
-                     }
-                     absl::MutexLock lock(&mu_);
-                     handling_ = false;  // enqueued: the next may be read
-                     --outstanding_;
-                     MaybeReadLocked();
-                     MaybeFinishLocked();
-                   });
+      core_.commands().Submit(
+          session_, stream_, *std::move(commands), SubmitErrors::kDefer,
+          [this, token, ack](absl::StatusOr<size_t> enqueued) {
+            if (!enqueued.ok()) {
+              core_.commands().DeferRefusal(session_, stream_,
+                                            enqueued.status());
+            }
+            if (ack) {
+              Reply reply = NewReply(token);
+              reply->set_enqueued(enqueued.ok() ? *enqueued : 0);
+              Send(std::move(reply));
+            }
+            absl::MutexLock lock(&mu_);
+            handling_ = false;  // enqueued: the next may be read
+            --outstanding_;
+            MaybeReadLocked();
+            MaybeFinishLocked();
+          });
       return false;  // the callback reads on (it may already have)
     }
     case hrx::v1::StreamRequest::kSync: {
       Begin();
-      core_.commands().Synchronize(session_, stream_, [this, token](absl::Status status) {
-        Complete(NewReply(token, status));
-      });
+      core_.commands().Synchronize(session_, stream_,
+                                   [this, token](absl::Status status) {
+                                     Complete(NewReply(token, status));
+                                   });
       return true;
     }
     case hrx::v1::StreamRequest::kRead: {
@@ -205,21 +207,21 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
       Reply reply = NewReply(token);
       const uint64_t owed = std::min(src->length, kMaxInlineReadBytes);
       Begin(owed);
-      core_.commands().Read(session_, stream_, *src, reply->mutable_data(),
-                 [this, reply, owed, hold = *std::move(hold)](
-                     absl::Status status) {
-                   if (!status.ok()) {
-                     reply->clear_data();
-                     SetStatus(*reply, status);
-                   }
-                   Complete(reply, owed, hold);
-                 });
+      core_.commands().Read(
+          session_, stream_, *src, reply->mutable_data(),
+          [this, reply, owed, hold = *std::move(hold)](absl::Status status) {
+            if (!status.ok()) {
+              reply->clear_data();
+              SetStatus(*reply, status);
+            }
+            Complete(reply, owed, hold);
+          });
       return true;
     }
     case hrx::v1::StreamRequest::kLaunchProfiled: {
-      auto exec = caller_->Object(request.launch_profiled().exec(),
-                                  shared::HandleKind::kGraphExec,
-                                  "launch profiled");
+      auto exec =
+          caller_->Object(request.launch_profiled().exec(),
+                          shared::HandleKind::kGraphExec, "launch profiled");
       if (!exec.ok()) {
         Send(NewReply(token, exec.status()));
         return true;
@@ -249,9 +251,10 @@ bool StreamReactor::Handle(const hrx::v1::StreamRequest& request) {
       return true;
     }
     default:
-      Send(NewReply(token, Refusal(Reason::kEmptyRequest, "a Streams.Open message "
-                               "has no operation set. Fix: set one of "
-                               "open, batch, sync, read, poll.")));
+      Send(NewReply(token, Refusal(Reason::kEmptyRequest,
+                                   "a Streams.Open message "
+                                   "has no operation set. Fix: set one of "
+                                   "open, batch, sync, read, poll.")));
       return true;
   }
 }

@@ -87,7 +87,7 @@ class StreamReactor final
   absl::Mutex mu_;
   std::deque<Outgoing> writes_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // core operations in flight
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;        // core operations in flight
   uint64_t owed_bytes_ ABSL_GUARDED_BY(mu_) = 0;    // of reads in flight
   uint64_t unsent_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of queued replies
   bool read_pending_ ABSL_GUARDED_BY(mu_) = false;

@@ -16,8 +16,8 @@ namespace {
 
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
-using google::protobuf::io::CodedInputStream;
 using google::protobuf::internal::WireFormatLite;
+using google::protobuf::io::CodedInputStream;
 
 // Walks one message's fields; false when the bytes are malformed.
 class Walker {
@@ -92,17 +92,20 @@ absl::Status CheckWireShape(const grpc::ByteBuffer& bytes,
   Walker walker(limit);
   const bool well_formed = walker.Walk(in, type, 0);
   if (walker.exceeded()) {
-    return Refusal(Reason::kRequestTooComplex,absl::StrFormat(
-        "a %s of %u bytes holds more than %u elements "
-        "(repeated entries and nested messages); it was refused before "
-        "decoding. Fix: split the request (see docs/limits.md).",
-        type->name(), bytes.Length(), limit));
+    return Refusal(
+        Reason::kRequestTooComplex,
+        absl::StrFormat(
+            "a %s of %u bytes holds more than %u elements "
+            "(repeated entries and nested messages); it was refused before "
+            "decoding. Fix: split the request (see docs/limits.md).",
+            type->name(), bytes.Length(), limit));
   }
   if (!well_formed || !in.ConsumedEntireMessage()) {
-    return Refusal(Reason::kMalformedRequest,absl::StrFormat(
-        "%u bytes do not form a %s. Fix: send a "
-        "serialized %s.",
-        bytes.Length(), type->full_name(), type->full_name()));
+    return Refusal(
+        Reason::kMalformedRequest,
+        absl::StrFormat("%u bytes do not form a %s. Fix: send a "
+                        "serialized %s.",
+                        bytes.Length(), type->full_name(), type->full_name()));
   }
   return absl::OkStatus();
 }
@@ -116,11 +119,12 @@ absl::Status ParseChecked(const grpc::ByteBuffer& bytes,
   grpc::ByteBuffer copy(bytes);
   grpc::ProtoBufferReader reader(&copy);
   if (!out->ParseFromZeroCopyStream(&reader)) {
-    return Refusal(Reason::kMalformedRequest,absl::StrFormat(
-        "%u bytes do not form a %s. Fix: send a "
-        "serialized %s.",
-        bytes.Length(), out->GetDescriptor()->full_name(),
-        out->GetDescriptor()->full_name()));
+    return Refusal(
+        Reason::kMalformedRequest,
+        absl::StrFormat("%u bytes do not form a %s. Fix: send a "
+                        "serialized %s.",
+                        bytes.Length(), out->GetDescriptor()->full_name(),
+                        out->GetDescriptor()->full_name()));
   }
   return absl::OkStatus();
 }

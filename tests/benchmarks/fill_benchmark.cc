@@ -54,7 +54,8 @@ int Fail(const std::string& what, const absl::Status& status) {
 double InProcess(uint64_t fills) {
   hrx::backend::CpuBackend backend({.memory_bytes = 1 << 20});
   auto queue = *backend.CreateQueue();
-  auto memory = *backend.Allocate(4096, hrx::backend::MemoryKind::kDevice, true);
+  auto memory =
+      *backend.Allocate(4096, hrx::backend::MemoryKind::kDevice, true);
   const auto start = Clock::now();
   hrx::backend::Fence last = 0;
   for (uint64_t i = 0; i < fills; ++i) {
@@ -96,7 +97,8 @@ int main(int argc, char** argv) {
   auto buffer = stream->Allocate(4096);
   if (!buffer.ok()) return Fail("allocate", buffer.status());
   std::vector<hrx::View> views;
-  for (uint64_t i = 0; i < 64; ++i) views.push_back(*buffer->Slice(i * kFillBytes, kFillBytes));
+  for (uint64_t i = 0; i < 64; ++i)
+    views.push_back(*buffer->Slice(i * kFillBytes, kFillBytes));
   for (int i = 0; i < 1000; ++i) (void)stream->Fill(views[i % 64], 1);
   if (absl::Status s = stream->Synchronize(); !s.ok()) return Fail("warm", s);
 
@@ -130,11 +132,11 @@ int main(int argc, char** argv) {
               static_cast<unsigned long>(kFillBytes));
   std::printf("  in-process cpu backend  %8.3f us  (%lu fills)  baseline\n",
               in_process * 1e6, static_cast<unsigned long>(fills));
-  std::printf("  daemon, batched stream  %8.3f us  (%lu fills)  %.2fx baseline\n",
-              batched * 1e6, static_cast<unsigned long>(fills),
-              batched / in_process);
-  std::printf("  daemon, one RPC each    %8.3f us  (%lu fills)  %.2fx baseline\n",
-              unary * 1e6, static_cast<unsigned long>(unary_fills),
-              unary / in_process);
+  std::printf(
+      "  daemon, batched stream  %8.3f us  (%lu fills)  %.2fx baseline\n",
+      batched * 1e6, static_cast<unsigned long>(fills), batched / in_process);
+  std::printf(
+      "  daemon, one RPC each    %8.3f us  (%lu fills)  %.2fx baseline\n",
+      unary * 1e6, static_cast<unsigned long>(unary_fills), unary / in_process);
   return 0;
 }

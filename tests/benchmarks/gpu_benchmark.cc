@@ -34,7 +34,7 @@ using hrx::backend::GraphPlan;
 using hrx::backend::MemoryKind;
 using hrx::backend::MemoryRef;
 
-constexpr int kDispatches = 2000;     // per batched round
+constexpr int kDispatches = 2000;  // per batched round
 constexpr int kGraphNodes = 64;
 constexpr int kGraphLaunches = 300;
 constexpr uint32_t kSmallFloats = 256;
@@ -86,7 +86,8 @@ int main() {
   };
 
   // --- In-process: the same backend the daemon runs. -----------------------
-  double raw_dispatch = 0, local_dispatch = 0, local_graph = 0, pinned_copy = 0, local_registered = 0;
+  double raw_dispatch = 0, local_dispatch = 0, local_graph = 0, pinned_copy = 0,
+         local_registered = 0;
   std::string device_name;
   {
     auto backend = hrx::backend::HipBackend::Open({});
@@ -94,7 +95,8 @@ int main() {
     device_name = (*backend)->properties().name;
     auto kernel = *(*backend)->LoadKernel(cubin, "add_f32");
     auto queue = *(*backend)->CreateQueue();
-    MemoryRef small = *(*backend)->Allocate(kSmallFloats * 4, MemoryKind::kDevice, true);
+    MemoryRef small =
+        *(*backend)->Allocate(kSmallFloats * 4, MemoryKind::kDevice, true);
     auto dispatch = std::make_shared<DispatchArgs>();
     dispatch->kernel = kernel;
     dispatch->block = {kSmallFloats, 1, 1};
@@ -102,25 +104,32 @@ int main() {
     dispatch->bindings.push_back({small, 0, kSmallFloats * 4});
     // The runtime's floor: the same launches straight on a stream.
     {
-      const auto& hip_kernel = static_cast<const hrx::backend::HipKernel&>(*kernel);
+      const auto& hip_kernel =
+          static_cast<const hrx::backend::HipKernel&>(*kernel);
       hrx::backend::PackedParams packed = hip_kernel.Pack(*dispatch);
       hipStream_t raw_stream = nullptr;
       (void)hipStreamCreateWithFlags(&raw_stream, hipStreamNonBlocking);
-      raw_dispatch = Best(5, [&] {
-        for (int i = 0; i < kDispatches; ++i) {
-          (void)hipModuleLaunchKernel(hip_kernel.function(), 1, 1, 1,
-                                      kSmallFloats, 1, 1, 0, raw_stream,
-                                      packed.pointers.data(), nullptr);
-        }
-        (void)hipStreamSynchronize(raw_stream);
-      }) / kDispatches;
+      raw_dispatch =
+          Best(5,
+               [&] {
+                 for (int i = 0; i < kDispatches; ++i) {
+                   (void)hipModuleLaunchKernel(
+                       hip_kernel.function(), 1, 1, 1, kSmallFloats, 1, 1, 0,
+                       raw_stream, packed.pointers.data(), nullptr);
+                 }
+                 (void)hipStreamSynchronize(raw_stream);
+               }) /
+          kDispatches;
       (void)hipStreamDestroy(raw_stream);
     }
-    local_dispatch = Best(5, [&] {
-      hrx::backend::Fence last = 0;
-      for (int i = 0; i < kDispatches; ++i) last = *queue->EnqueueDispatch(dispatch);
-      check(queue->Wait(last));
-    }) / kDispatches;
+    local_dispatch = Best(5,
+                          [&] {
+                            hrx::backend::Fence last = 0;
+                            for (int i = 0; i < kDispatches; ++i)
+                              last = *queue->EnqueueDispatch(dispatch);
+                            check(queue->Wait(last));
+                          }) /
+                     kDispatches;
 
     auto plan = std::make_shared<GraphPlan>();
     std::vector<MemoryRef> node_buffers;
@@ -133,13 +142,17 @@ int main() {
       node.op = hrx::backend::DispatchRef(node_dispatch);
       plan->nodes.push_back(node);
     }
-    local_graph = Best(5, [&] {
-      hrx::backend::Fence last = 0;
-      for (int i = 0; i < kGraphLaunches; ++i) last = *queue->EnqueueGraph(plan, nullptr);
-      check(queue->Wait(last));
-    }) / kGraphLaunches;
+    local_graph = Best(5,
+                       [&] {
+                         hrx::backend::Fence last = 0;
+                         for (int i = 0; i < kGraphLaunches; ++i)
+                           last = *queue->EnqueueGraph(plan, nullptr);
+                         check(queue->Wait(last));
+                       }) /
+                  kGraphLaunches;
 
-    MemoryRef target = *(*backend)->Allocate(kTransferBytes, MemoryKind::kDevice, false);
+    MemoryRef target =
+        *(*backend)->Allocate(kTransferBytes, MemoryKind::kDevice, false);
     void* pinned = nullptr;
     check(hrx::backend::HipStatus(hipHostMalloc(&pinned, kTransferBytes, 0),
                                   "pinned", "hipHostMalloc", "-"));
@@ -148,7 +161,8 @@ int main() {
     (void)hipStreamCreateWithFlags(&stream, hipStreamNonBlocking);
     void* device = hrx::backend::DeviceAddress(*target, 0);
     pinned_copy = Best(kTransfers, [&] {
-      (void)hipMemcpyAsync(device, pinned, kTransferBytes, hipMemcpyDefault, stream);
+      (void)hipMemcpyAsync(device, pinned, kTransferBytes, hipMemcpyDefault,
+                           stream);
       (void)hipStreamSynchronize(stream);
     });
     (void)hipStreamDestroy(stream);
@@ -157,7 +171,8 @@ int main() {
         *(*backend)->Allocate(kTransferBytes, MemoryKind::kHostCoherent, false);
     std::memset(registered->host_address(), 1, kTransferBytes);
     local_registered = Best(kTransfers, [&] {
-      check(queue->Wait(*queue->EnqueueCopy(target, 0, registered, 0, kTransferBytes)));
+      check(queue->Wait(
+          *queue->EnqueueCopy(target, 0, registered, 0, kTransferBytes)));
     });
   }
   if (!ok) return 1;
@@ -175,36 +190,44 @@ int main() {
   auto stream = (*client)->OpenDevice(0)->CreateStream();
   if (!stream.ok()) return Fail("stream", stream.status());
   auto kernel = stream->LoadKernel(
-      {reinterpret_cast<const uint8_t*>(cubin.data()), cubin.size()}, "add_f32");
+      {reinterpret_cast<const uint8_t*>(cubin.data()), cubin.size()},
+      "add_f32");
   if (!kernel.ok()) return Fail("load", kernel.status());
   hrx::Constants constants;
   check(constants.Push(kSmallFloats));
   check(constants.Push(1.0f));
   hrx::Buffer small = *stream->Allocate(kSmallFloats * 4);
   const hrx::View small_view = small.Binding();
-  const double daemon_dispatch = Best(5, [&] {
-    for (int i = 0; i < kDispatches; ++i) {
-      check(stream->Dispatch(*kernel, {1, 1, 1}, {kSmallFloats, 1, 1}, constants,
-                             {&small_view, 1}));
-    }
-    check(stream->Synchronize());
-  }) / kDispatches;
+  const double daemon_dispatch =
+      Best(5,
+           [&] {
+             for (int i = 0; i < kDispatches; ++i) {
+               check(stream->Dispatch(*kernel, {1, 1, 1}, {kSmallFloats, 1, 1},
+                                      constants, {&small_view, 1}));
+             }
+             check(stream->Synchronize());
+           }) /
+      kDispatches;
 
   hrx::Graph graph = stream->BeginGraph();
   std::vector<hrx::Buffer> node_buffers;
   for (int i = 0; i < kGraphNodes; ++i) {
     node_buffers.push_back(*stream->Allocate(kSmallFloats * 4));
     const hrx::View view = node_buffers.back().Binding();
-    check(graph.Dispatch({}, *kernel, {1, 1, 1}, {kSmallFloats, 1, 1}, constants,
-                         {&view, 1})
+    check(graph
+              .Dispatch({}, *kernel, {1, 1, 1}, {kSmallFloats, 1, 1}, constants,
+                        {&view, 1})
               .status());
   }
   auto exec = graph.Finish();
   if (!exec.ok()) return Fail("finish", exec.status());
-  const double daemon_graph = Best(5, [&] {
-    for (int i = 0; i < kGraphLaunches; ++i) check(stream->Launch(*exec));
-    check(stream->Synchronize());
-  }) / kGraphLaunches;
+  const double daemon_graph = Best(5,
+                                   [&] {
+                                     for (int i = 0; i < kGraphLaunches; ++i)
+                                       check(stream->Launch(*exec));
+                                     check(stream->Synchronize());
+                                   }) /
+                              kGraphLaunches;
 
   hrx::Buffer shared = *stream->AllocateShared(kTransferBytes);
   auto mapping = shared.Map();
@@ -219,21 +242,26 @@ int main() {
 
   const double gb = kTransferBytes / 1e9;
   std::printf("hrxd GPU benchmark on %s\n", device_name.c_str());
-  std::printf("small dispatch (add_f32, %u floats), %d batched, per dispatch:\n",
-              kSmallFloats, kDispatches);
-  std::printf("  in-process HipQueue          %8.2f us  baseline\n", local_dispatch * 1e6);
+  std::printf(
+      "small dispatch (add_f32, %u floats), %d batched, per dispatch:\n",
+      kSmallFloats, kDispatches);
+  std::printf("  in-process HipQueue          %8.2f us  baseline\n",
+              local_dispatch * 1e6);
   std::printf("  through the daemon           %8.2f us  %.2fx in-process\n",
               daemon_dispatch * 1e6, daemon_dispatch / local_dispatch);
   std::printf("  (raw hipModuleLaunchKernel   %8.2f us  %.2fx in-process)\n",
               raw_dispatch * 1e6, raw_dispatch / local_dispatch);
   std::printf("%d-node graph of small dispatches, %d launches, per launch:\n",
               kGraphNodes, kGraphLaunches);
-  std::printf("  in-process graph launch      %8.2f us  baseline\n", local_graph * 1e6);
+  std::printf("  in-process graph launch      %8.2f us  baseline\n",
+              local_graph * 1e6);
   std::printf("  through the daemon           %8.2f us  %.2fx in-process\n",
               daemon_graph * 1e6, daemon_graph / local_graph);
   std::printf("host to device, %llu MiB, best of %d:\n",
-              static_cast<unsigned long long>(kTransferBytes >> 20), kTransfers);
-  std::printf("  runtime pinned copy          %8.2f GB/s  baseline\n", gb / pinned_copy);
+              static_cast<unsigned long long>(kTransferBytes >> 20),
+              kTransfers);
+  std::printf("  runtime pinned copy          %8.2f GB/s  baseline\n",
+              gb / pinned_copy);
   std::printf("  in-process registered memfd  %8.2f GB/s  %.2fx pinned\n",
               gb / local_registered, pinned_copy / local_registered);
   std::printf("  shared buffer via the daemon %8.2f GB/s  %.2fx pinned\n",

@@ -53,14 +53,16 @@ int main() {
   auto stream = (*client)->OpenDevice(0)->CreateStream();
   if (!stream.ok()) return Fail("stream", stream.status());
   std::vector<hrx::Buffer> buffers;
-  for (int i = 0; i < kNodes; ++i) buffers.push_back(*stream->Allocate(kFillBytes));
+  for (int i = 0; i < kNodes; ++i)
+    buffers.push_back(*stream->Allocate(kFillBytes));
 
   hrx::Graph independent = stream->BeginGraph();
   hrx::Graph chained = stream->BeginGraph();
   std::vector<hrx::Node> previous;
   for (int i = 0; i < kNodes; ++i) {
     (void)independent.Fill({}, buffers[i].Binding(), static_cast<uint8_t>(i));
-    auto node = chained.Fill(previous, buffers[i].Binding(), static_cast<uint8_t>(i));
+    auto node =
+        chained.Fill(previous, buffers[i].Binding(), static_cast<uint8_t>(i));
     previous = {*node};
   }
   auto independent_exec = independent.Finish();
@@ -70,20 +72,23 @@ int main() {
 
   bool ok = true;
   const double graph = PerNode([&] {
-    ok = ok && stream->Launch(*independent_exec).ok() && stream->Synchronize().ok();
+    ok = ok && stream->Launch(*independent_exec).ok() &&
+         stream->Synchronize().ok();
   });
   const double chain = PerNode([&] {
     ok = ok && stream->Launch(*chained_exec).ok() && stream->Synchronize().ok();
   });
   const double batched = PerNode([&] {
     for (int i = 0; i < kNodes; ++i) {
-      ok = ok && stream->Fill(buffers[i].Binding(), static_cast<uint8_t>(i)).ok();
+      ok = ok &&
+           stream->Fill(buffers[i].Binding(), static_cast<uint8_t>(i)).ok();
     }
     ok = ok && stream->Synchronize().ok();
   });
   const double synchronous = PerNode([&] {
     for (int i = 0; i < kNodes; ++i) {
-      ok = ok && stream->Fill(buffers[i].Binding(), static_cast<uint8_t>(i)).ok() &&
+      ok = ok &&
+           stream->Fill(buffers[i].Binding(), static_cast<uint8_t>(i)).ok() &&
            stream->Synchronize().ok();
     }
   });
@@ -97,7 +102,8 @@ int main() {
               batched * 1e6, batched / graph);
   std::printf("  64 synchronous calls              %8.3f us  %.2fx graph\n",
               synchronous * 1e6, synchronous / graph);
-  std::printf("  graph launch (chained nodes)      %8.3f us  %.2fx independent\n",
-              chain * 1e6, chain / graph);
+  std::printf(
+      "  graph launch (chained nodes)      %8.3f us  %.2fx independent\n",
+      chain * 1e6, chain / graph);
   return 0;
 }

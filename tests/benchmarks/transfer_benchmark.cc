@@ -65,7 +65,8 @@ int main() {
   if (!buffer.ok()) return Fail("allocate", buffer.status());
 
   std::vector<uint8_t> source(kBulkBytes), sink(kBulkBytes);
-  for (uint64_t i = 0; i < kBulkBytes; i += 4096) source[i] = static_cast<uint8_t>(i);
+  for (uint64_t i = 0; i < kBulkBytes; i += 4096)
+    source[i] = static_cast<uint8_t>(i);
   std::memset(sink.data(), 1, kBulkBytes);  // touch every page first
 
   const double memcpy_s = Best(3, [&] {
@@ -105,12 +106,13 @@ int main() {
   std::printf("  readback inline (4 MiB replies)  %6.2f GB/s  %.2fx memcpy\n",
               GBps(kBulkBytes, inline_read_s), memcpy_s / inline_read_s);
 
-  std::printf("\nupload + synchronize, then blocking read, per transfer (us):\n");
+  std::printf(
+      "\nupload + synchronize, then blocking read, per transfer (us):\n");
   std::printf("  %10s  %12s %12s  %12s %12s\n", "bytes", "inline up",
               "shared up", "inline read", "shared read");
-  for (uint64_t size : {uint64_t{4} << 10, uint64_t{16} << 10,
-                        uint64_t{64} << 10, uint64_t{256} << 10,
-                        uint64_t{1} << 20, uint64_t{4} << 20}) {
+  for (uint64_t size :
+       {uint64_t{4} << 10, uint64_t{16} << 10, uint64_t{64} << 10,
+        uint64_t{256} << 10, uint64_t{1} << 20, uint64_t{4} << 20}) {
     const hrx::View part = *buffer->Slice(0, size);
     const std::span<const uint8_t> in(source.data(), size);
     const std::span<uint8_t> out(sink.data(), size);
@@ -120,9 +122,8 @@ int main() {
       results[shared] = Best(20, [&] {
         return stream->Upload(part, in).ok() && stream->Synchronize().ok();
       });
-      results[2 + shared] = Best(20, [&] {
-        return stream->ReadBlocking(part, out).ok();
-      });
+      results[2 + shared] =
+          Best(20, [&] { return stream->ReadBlocking(part, out).ok(); });
     }
     std::printf("  %10lu  %12.1f %12.1f  %12.1f %12.1f\n",
                 static_cast<unsigned long>(size), results[0] * 1e6,

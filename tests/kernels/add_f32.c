@@ -7,7 +7,8 @@
 static const hrx_cpu_arg kArgs[] = {
     {HRX_CPU_ARG_SCALAR, 4}, {HRX_CPU_ARG_SCALAR, 4}, {HRX_CPU_ARG_BUFFER, 0}};
 
-const hrx_cpu_kernel_info add_f32_info = {HRX_CPU_KERNEL_ABI, {0, 0, 0}, 3, kArgs};
+const hrx_cpu_kernel_info add_f32_info = {
+    HRX_CPU_KERNEL_ABI, {0, 0, 0}, 3, kArgs};
 
 int add_f32(const hrx_cpu_workgroup* wg) {
   uint32_t n;

@@ -32,7 +32,7 @@ namespace hrx {
 struct DeviceInfo {
   std::string backend;  // "cpu" or "hip"
   std::string name;
-  std::string target;   // exact compiler target
+  std::string target;  // exact compiler target
   uint64_t memory_bytes = 0;
   uint32_t queue_count = 0;
 };
@@ -67,8 +67,7 @@ class Client {
   // else the default per-user socket. UNAVAILABLE naming the path when no
   // daemon answers there.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(
-      const std::string& socket_path = "",
-      const std::string& client_name = "");
+      const std::string& socket_path = "", const std::string& client_name = "");
 
   // NOT_FOUND for an index the daemon does not have (it owns device 0).
   absl::StatusOr<Device> OpenDevice(int index) const;

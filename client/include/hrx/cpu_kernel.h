@@ -50,7 +50,8 @@ typedef struct hrx_cpu_workgroup {
   uint32_t grid[3];  /* workgroups per dimension */
   uint32_t block[3]; /* work-items per workgroup */
   uint32_t group[3]; /* the workgroup this call runs */
-  const uint8_t* constants; /* packed little-endian scalars, declaration order */
+  const uint8_t*
+      constants; /* packed little-endian scalars, declaration order */
   uint32_t constants_bytes;
   const hrx_cpu_binding* bindings; /* buffer arguments, declaration order */
   uint32_t binding_count;

@@ -35,11 +35,11 @@ typedef struct hrx_gpu_buffer {
 } hrx_gpu_buffer;
 
 typedef struct hrx_gpu_kernel_info {
-  uint32_t abi;                          /* HRX_GPU_KERNEL_ABI */
-  uint32_t workgroup_size[3];            /* 0 in a dimension: any size */
-  uint32_t arg_count;                    /* at most HRX_GPU_MAX_ARGS */
-  uint8_t arg_kinds[HRX_GPU_MAX_ARGS];   /* enum hrx_gpu_arg_kind */
-  uint8_t arg_sizes[HRX_GPU_MAX_ARGS];   /* 4 or 8 for scalars, 0 buffers */
+  uint32_t abi;                        /* HRX_GPU_KERNEL_ABI */
+  uint32_t workgroup_size[3];          /* 0 in a dimension: any size */
+  uint32_t arg_count;                  /* at most HRX_GPU_MAX_ARGS */
+  uint8_t arg_kinds[HRX_GPU_MAX_ARGS]; /* enum hrx_gpu_arg_kind */
+  uint8_t arg_sizes[HRX_GPU_MAX_ARGS]; /* 4 or 8 for scalars, 0 buffers */
 } hrx_gpu_kernel_info;
 
 #ifdef __cplusplus

@@ -117,7 +117,8 @@ class Graph {
   absl::StatusOr<Node> Copy(std::span<const Node> after, const View& dst,
                             const View& src);
   absl::StatusOr<Node> Dispatch(std::span<const Node> after,
-                                const Kernel& kernel, std::array<uint32_t, 3> grid,
+                                const Kernel& kernel,
+                                std::array<uint32_t, 3> grid,
                                 std::array<uint32_t, 3> block,
                                 const Constants& constants,
                                 std::span<const View> bindings);
@@ -150,7 +151,7 @@ class Graph {
   std::weak_ptr<client::internal::StreamState> stream_;
   uint64_t id_;
   std::unique_ptr<hrx::v1::CreateGraphExecRequest> request_;
-  size_t runnable_ = 0;            // non-join nodes
+  size_t runnable_ = 0;  // non-join nodes
 };
 
 }  // namespace hrx

@@ -58,8 +58,7 @@ class Kernel {
  private:
   friend class Stream;
   Kernel(std::shared_ptr<client::internal::Connection> connection,
-         Handle handle, std::string symbol,
-         std::vector<KernelArgument> layout);
+         Handle handle, std::string symbol, std::vector<KernelArgument> layout);
   void Unload();
 
   std::shared_ptr<client::internal::Connection> connection_;
@@ -70,8 +69,7 @@ class Kernel {
 };
 
 template <typename T>
-concept KernelScalar =
-    std::same_as<T, uint32_t> || std::same_as<T, int32_t> ||
+concept KernelScalar = std::same_as<T, uint32_t> || std::same_as<T, int32_t> ||
     std::same_as<T, float> || std::same_as<T, uint64_t> ||
     std::same_as<T, int64_t> || std::same_as<T, double>;
 

@@ -44,10 +44,12 @@ class Mapping {
   absl::StatusOr<std::span<T>> As() const {
     static_assert(std::is_trivially_copyable_v<T>);
     if (size_ % sizeof(T) != 0) {
-      return Refusal(Reason::kMappingNotTyped,absl::StrFormat(
-          "a %u-byte mapping is not a whole number of "
-          "%u-byte elements. Fix: map a buffer sized for the element type.",
-          size_, sizeof(T)));
+      return Refusal(
+          Reason::kMappingNotTyped,
+          absl::StrFormat(
+              "a %u-byte mapping is not a whole number of "
+              "%u-byte elements. Fix: map a buffer sized for the element type.",
+              size_, sizeof(T)));
     }
     return std::span<T>(reinterpret_cast<T*>(data_), size_ / sizeof(T));
   }

@@ -179,7 +179,8 @@ class Stream {
   // A profiled launch (FinishProfiled execs): runs the nodes one at a time
   // and returns each one's device time with its label. Waits for the launch.
   // Profiling adds barriers: diagnostic, not performance evidence.
-  absl::StatusOr<std::vector<NodeProfile>> LaunchProfiled(const GraphExec& exec);
+  absl::StatusOr<std::vector<NodeProfile>> LaunchProfiled(
+      const GraphExec& exec);
 
   // Transfers of at least `bytes` use the shared staging region; 0 always,
   // UINT64_MAX never.
@@ -228,7 +229,7 @@ class Stream {
   std::unique_ptr<Buffer> shared_staging_;
   std::unique_ptr<Mapping> shared_map_;
   bool shared_staging_failed_ = false;
-  bool shared_staging_busy_ = false;  // a queued copy still reads it
+  bool shared_staging_busy_ = false;         // a queued copy still reads it
   std::multimap<uint64_t, Buffer> scratch_;  // by size
   uint64_t scratch_bytes_ = 0;
   uint64_t scratch_limit_ = kDefaultScratchLimit;

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <fstream>
-#include <thread>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"

@@ -38,7 +38,8 @@ TEST(CpuBackendTest, AllocatesUpToTheLimitAndRefusesOneByteMore) {
                        HasSubstr("device_memory_exhausted")));
   rest->reset();
   EXPECT_EQ(backend.bytes_in_use(), 4000u);
-  EXPECT_THAT(backend.Allocate(96, MemoryKind::kDevice, false).status(), IsOk());
+  EXPECT_THAT(backend.Allocate(96, MemoryKind::kDevice, false).status(),
+              IsOk());
 }
 
 TEST(CpuBackendTest, QueueRunsCommandsInOrderAndPublishesFences) {
@@ -47,9 +48,10 @@ TEST(CpuBackendTest, QueueRunsCommandsInOrderAndPublishesFences) {
   MemoryRef a = *backend.Allocate(64, MemoryKind::kDevice, true);
   MemoryRef b = *backend.Allocate(64, MemoryKind::kDevice, true);
   ASSERT_THAT(queue->EnqueueFill(a, 0, 64, 0x5a).status(), IsOk());
-  ASSERT_THAT(queue->EnqueueWrite(a, 8, std::make_shared<const std::string>("hrx"))
-                  .status(),
-              IsOk());
+  ASSERT_THAT(
+      queue->EnqueueWrite(a, 8, std::make_shared<const std::string>("hrx"))
+          .status(),
+      IsOk());
   ASSERT_THAT(queue->EnqueueCopy(b, 0, a, 0, 64).status(), IsOk());
   std::vector<uint8_t> out(64);
   const Fence fence = *queue->EnqueueRead(b, 0, 64, out.data());
@@ -68,11 +70,13 @@ TEST(CpuBackendTest, HostCallbackRunsAfterEarlierWork) {
   absl::Notification done;
   Fence seen = 0;
   Queue* raw = queue.get();
-  ASSERT_THAT(queue->EnqueueHostCallback([&](absl::Status status) {
+  ASSERT_THAT(queue
+                  ->EnqueueHostCallback([&](absl::Status status) {
                     EXPECT_THAT(status, IsOk());
                     seen = raw->completed();
                     done.Notify();
-                  }).status(),
+                  })
+                  .status(),
               IsOk());
   done.WaitForNotification();
   EXPECT_GE(seen, 1u);
@@ -103,7 +107,8 @@ std::string KernelBytes(const std::string& name) {
 
 TEST(CpuBackendTest, LoadsAKernelFromBytesAndReadsItsSignature) {
   CpuBackend backend({.memory_bytes = 1 << 20});
-  auto kernel = backend.LoadKernel(KernelBytes("write_pattern"), "write_pattern");
+  auto kernel =
+      backend.LoadKernel(KernelBytes("write_pattern"), "write_pattern");
   ASSERT_THAT(kernel.status(), IsOk());
   const KernelSignature& signature = (*kernel)->signature();
   ASSERT_EQ(signature.args.size(), 3u);
@@ -156,8 +161,8 @@ TEST(CpuBackendTest, AFailingKernelFaultsItsQueue) {
   dispatch->constants.append(reinterpret_cast<const char*>(&value), 4);
   dispatch->bindings.push_back({data, 0, 16});
   const Fence fence = *queue->EnqueueDispatch(dispatch);
-  EXPECT_THAT(queue->Wait(fence),
-              StatusIs(absl::StatusCode::kInternal, HasSubstr("kernel_failed")));
+  EXPECT_THAT(queue->Wait(fence), StatusIs(absl::StatusCode::kInternal,
+                                           HasSubstr("kernel_failed")));
 }
 
 TEST(CpuBackendTest, OnCompleteFiresAtOnceOrWhenTheFenceCompletes) {
@@ -167,9 +172,10 @@ TEST(CpuBackendTest, OnCompleteFiresAtOnceOrWhenTheFenceCompletes) {
   queue->OnComplete(0, [&](absl::Status) { immediate = true; });
   EXPECT_TRUE(immediate);
   absl::Notification gate, done;
-  ASSERT_THAT(queue->EnqueueHostCallback([&](absl::Status) {
-                    gate.WaitForNotification();
-                  }).status(),
+  ASSERT_THAT(queue
+                  ->EnqueueHostCallback(
+                      [&](absl::Status) { gate.WaitForNotification(); })
+                  .status(),
               IsOk());
   const Fence later = *queue->EnqueueHostCallback([](absl::Status) {});
   queue->OnComplete(later, [&](absl::Status) { done.Notify(); });
@@ -185,9 +191,10 @@ TEST(CpuBackendTest, WaitForOrdersOneQueueAfterAnother) {
   MemoryRef a = *backend.Allocate(64, MemoryKind::kDevice, true);
   MemoryRef b = *backend.Allocate(64, MemoryKind::kDevice, true);
   absl::Notification gate;
-  ASSERT_THAT(producer->EnqueueHostCallback([&](absl::Status) {
-                    gate.WaitForNotification();
-                  }).status(),
+  ASSERT_THAT(producer
+                  ->EnqueueHostCallback(
+                      [&](absl::Status) { gate.WaitForNotification(); })
+                  .status(),
               IsOk());
   const Fence filled = *producer->EnqueueFill(a, 0, 64, 0x77);
   ASSERT_THAT(consumer->EnqueueWaitFor(*producer, filled).status(), IsOk());

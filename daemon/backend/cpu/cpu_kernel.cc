@@ -19,8 +19,9 @@ static_assert(HRX_CPU_ARG_SCALAR == static_cast<int>(ArgKind::kScalar) &&
 
 absl::Status Refuse(const std::string& entry, const std::string& why,
                     const std::string& fix) {
-  return Refusal(Reason::kBadKernel,absl::StrFormat(
-      "load kernel %s: %s. Fix: %s", entry, why, fix));
+  return Refusal(
+      Reason::kBadKernel,
+      absl::StrFormat("load kernel %s: %s. Fix: %s", entry, why, fix));
 }
 
 absl::StatusOr<KernelSignature> ReadSignature(const std::string& entry,
@@ -41,7 +42,8 @@ absl::StatusOr<KernelSignature> ReadSignature(const std::string& entry,
                   kFix);
   }
   KernelSignature signature;
-  for (int d = 0; d < 3; ++d) signature.workgroup_size[d] = info.workgroup_size[d];
+  for (int d = 0; d < 3; ++d)
+    signature.workgroup_size[d] = info.workgroup_size[d];
   for (uint32_t i = 0; i < info.arg_count; ++i) {
     const hrx_cpu_arg& arg = info.args[i];
     const std::optional<KernelArg> declared =
@@ -68,18 +70,19 @@ absl::StatusOr<std::shared_ptr<CpuKernel>> CpuKernel::Load(
   }
   const int fd = memfd_create("hrx-kernel", MFD_CLOEXEC);
   if (fd < 0) {
-    return Refusal(Reason::kMemfdFailed,absl::StrCat(
-        "load kernel ", entry, ": ", std::strerror(errno),
-        ". Fix: raise the daemon's open-file limit."));
+    return Refusal(
+        Reason::kMemfdFailed,
+        absl::StrCat("load kernel ", entry, ": ", std::strerror(errno),
+                     ". Fix: raise the daemon's open-file limit."));
   }
   size_t written = 0;
   while (written < code.size()) {
     const ssize_t n = write(fd, code.data() + written, code.size() - written);
     if (n <= 0) {
       close(fd);
-      return Refusal(Reason::kMemfdFailed,absl::StrCat(
-          "load kernel ", entry, ": write: ",
-          std::strerror(errno), ". Fix: free memory."));
+      return Refusal(Reason::kMemfdFailed,
+                     absl::StrCat("load kernel ", entry, ": write: ",
+                                  std::strerror(errno), ". Fix: free memory."));
     }
     written += static_cast<size_t>(n);
   }
@@ -105,11 +108,11 @@ absl::StatusOr<std::shared_ptr<CpuKernel>> CpuKernel::Load(
   if (function == nullptr || info == nullptr) {
     dlclose(module);
     close(fd);
-    return Refuse(entry,
-                  absl::StrFormat("the object exports no %s%s", entry,
-                                  function == nullptr ? "" : "_info"),
-                  absl::StrCat("export ", entry, " and ", entry,
-                               "_info with C linkage"));
+    return Refuse(
+        entry,
+        absl::StrFormat("the object exports no %s%s", entry,
+                        function == nullptr ? "" : "_info"),
+        absl::StrCat("export ", entry, " and ", entry, "_info with C linkage"));
   }
   auto signature = ReadSignature(entry, *info);
   if (!signature.ok()) {

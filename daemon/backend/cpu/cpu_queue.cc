@@ -182,12 +182,14 @@ absl::Status CpuQueue::RunDispatch(const DispatchArgs& dispatch_args) {
     }
   });
   if (failure.load() != 0) {
-    return Refusal(Reason::kKernelFailed,absl::StrFormat(
-        "kernel %s returned %d in workgroup %u of %u. "
-        "Fix: check the dispatch's arguments against the kernel's "
-        "contract; this queue reports the fault until the daemon "
-        "restarts.",
-        kernel.entry(), failure.load(), failed_group.load(), groups));
+    return Refusal(
+        Reason::kKernelFailed,
+        absl::StrFormat(
+            "kernel %s returned %d in workgroup %u of %u. "
+            "Fix: check the dispatch's arguments against the kernel's "
+            "contract; this queue reports the fault until the daemon "
+            "restarts.",
+            kernel.entry(), failure.load(), failed_group.load(), groups));
   }
   return absl::OkStatus();
 }
@@ -202,8 +204,7 @@ absl::Status CpuQueue::RunNode(const GraphNode& node) {
   return std::visit(
       Overloaded{
           [](const FillOp& fill) {
-            std::memset(Bytes(fill.dst) + fill.offset, fill.value,
-                        fill.length);
+            std::memset(Bytes(fill.dst) + fill.offset, fill.value, fill.length);
             return absl::OkStatus();
           },
           [](const CopyOp& copy) {

@@ -36,19 +36,24 @@ absl::StatusOr<std::unique_ptr<HipBackend>> HipBackend::Open(
   int count = 0;
   const hipError_t counted = hipGetDeviceCount(&count);
   if (counted != hipSuccess || count == 0) {
-    return Refusal(Reason::kHipUnavailable,absl::StrCat(
-        "backend hip (", hip_platform::Name(),
-        "): no usable GPU: hipGetDeviceCount says ",
-        counted != hipSuccess ? hipGetErrorName(counted) : "0 devices", " (",
-        counted != hipSuccess ? hipGetErrorString(counted) : "none found",
-        "). Fix: install the GPU driver and give the daemon its device "
-        "nodes, or run with --backend=cpu."));
+    return Refusal(
+        Reason::kHipUnavailable,
+        absl::StrCat(
+            "backend hip (", hip_platform::Name(),
+            "): no usable GPU: hipGetDeviceCount says ",
+            counted != hipSuccess ? hipGetErrorName(counted) : "0 devices",
+            " (",
+            counted != hipSuccess ? hipGetErrorString(counted) : "none found",
+            "). Fix: install the GPU driver and give the daemon its device "
+            "nodes, or run with --backend=cpu."));
   }
   if (options.device < 0 || options.device >= count) {
-    return Refusal(Reason::kBadDevice,absl::StrFormat(
-        "backend hip: device %d does not exist; this machine has "
-        "%d (0 to %d). Fix: choose an existing device index.",
-        options.device, count, count - 1));
+    return Refusal(
+        Reason::kBadDevice,
+        absl::StrFormat(
+            "backend hip: device %d does not exist; this machine has "
+            "%d (0 to %d). Fix: choose an existing device index.",
+            options.device, count, count - 1));
   }
   HRX_RETURN_IF_ERROR(BindDevice(options.device));
   hipDeviceProp_t device_properties{};
@@ -89,9 +94,9 @@ HipBackend::HipBackend(int device, DeviceProperties properties,
 
 absl::StatusOr<MemoryRef> HipBackend::Allocate(uint64_t bytes, MemoryKind kind,
                                                bool zeroed) {
-  HRX_ASSIGN_OR_RETURN(std::shared_ptr<HipMemory> memory,
-                       HipMemory::Create(device_, bytes, kind, zeroed,
-                                         accounting_, reclaimer_));
+  HRX_ASSIGN_OR_RETURN(
+      std::shared_ptr<HipMemory> memory,
+      HipMemory::Create(device_, bytes, kind, zeroed, accounting_, reclaimer_));
   return MemoryRef(std::move(memory));
 }
 
@@ -114,7 +119,8 @@ uint64_t HipBackend::bytes_in_use() const {
 
 std::vector<ExportKind> HipBackend::export_kinds() const {
   std::vector<ExportKind> kinds = {ExportKind::kShm};
-  if (driver_dmabuf_ || UdmabufAvailable()) kinds.push_back(ExportKind::kDmaBuf);
+  if (driver_dmabuf_ || UdmabufAvailable())
+    kinds.push_back(ExportKind::kDmaBuf);
   return kinds;
 }
 

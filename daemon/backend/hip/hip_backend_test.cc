@@ -1,8 +1,6 @@
 // The HIP backend against a real GPU. Needs one: it runs on the device
 // machine (tools/gpu_run.sh), not in CI, which has no GPU.
 #include "daemon/backend/hip/hip_backend.h"
-#include "daemon/backend/hip/hip_pinned_pool.h"
-#include "daemon/backend/hip/hip_queue.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -10,12 +8,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "daemon/backend/hip/hip_pinned_pool.h"
+#include "daemon/backend/hip/hip_queue.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shared/status_matchers.h"
@@ -132,7 +132,8 @@ TEST_F(HipBackendTest, AddF32OverSixteenMillionFloatsIsExact) {
   ASSERT_THAT(queue->EnqueueDispatch(dispatch).status(), IsOk());
   ASSERT_THAT(queue->EnqueueDispatch(dispatch).status(), IsOk());
   std::vector<float> out(kCount);
-  const Fence fence = *queue->EnqueueRead(data, 0, uint64_t{kCount} * 4, out.data());
+  const Fence fence =
+      *queue->EnqueueRead(data, 0, uint64_t{kCount} * 4, out.data());
   ASSERT_THAT(queue->Wait(fence), IsOk());
   for (uint32_t i = 0; i < kCount; ++i) ASSERT_EQ(out[i], 5.0f) << i;
 }
@@ -148,14 +149,16 @@ TEST_F(HipBackendTest, LoadingRefusesJunkAMissingEntryAndItsInfo) {
 
 TEST_F(HipBackendTest, ADeclarationTheCompiledParametersContradictIsRefused) {
   EXPECT_THAT(
-      backend_->LoadKernel(ReadKernel("mismatched_layout"), "mismatched_layout"),
+      backend_->LoadKernel(ReadKernel("mismatched_layout"),
+                           "mismatched_layout"),
       StatusIs(absl::StatusCode::kInvalidArgument,
                AllOf(HasSubstr("kernel_layout_mismatch"),
                      HasSubstr("parameter 1 is 16 bytes"), HasSubstr("Fix:"))));
 }
 
 TEST_F(HipBackendTest, AQueueWaitsForAnotherQueuesFence) {
-  auto gate_kernel = *backend_->LoadKernel(ReadKernel("wait_flag"), "wait_flag");
+  auto gate_kernel =
+      *backend_->LoadKernel(ReadKernel("wait_flag"), "wait_flag");
   auto first = *backend_->CreateQueue();
   auto second = *backend_->CreateQueue();
   MemoryRef flag = Allocate(4096);
@@ -181,7 +184,8 @@ TEST_F(HipBackendTest, AQueueWaitsForAnotherQueuesFence) {
 }
 
 TEST_F(HipBackendTest, FreesNeverStallCompletionsBehindAnotherQueuesKernel) {
-  auto gate_kernel = *backend_->LoadKernel(ReadKernel("wait_flag"), "wait_flag");
+  auto gate_kernel =
+      *backend_->LoadKernel(ReadKernel("wait_flag"), "wait_flag");
   auto gated = *backend_->CreateQueue();
   auto other = *backend_->CreateQueue();
   MemoryRef flag = Allocate(4096);
@@ -262,8 +266,10 @@ TEST_F(HipBackendTest, FencesCompleteUnaskedOnlyEveryEventStrideCommands) {
   // The stride-th command records one: completion arrives unasked.
   const Fence stride = *queue->EnqueueFill(data, 0, 4096, 2);
   ASSERT_EQ(stride, kEventStride);
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (queue->completed() < stride && std::chrono::steady_clock::now() < give_up) {
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (queue->completed() < stride &&
+         std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_EQ(queue->completed(), stride);
@@ -303,12 +309,12 @@ TEST_F(HipBackendTest, AKernelThatTrapsFailsTheQueueNamingTheKernel) {
   dispatch->bindings.push_back({data, 0, 16});
   auto queue = *backend_->CreateQueue();
   const Fence fence = *queue->EnqueueDispatch(dispatch);
-  EXPECT_THAT(queue->Wait(fence),
-              StatusIs(absl::StatusCode::kInternal,
-                       AllOf(HasSubstr("kernel_failed"), HasSubstr("add_f32"))));
+  EXPECT_THAT(queue->Wait(fence), StatusIs(absl::StatusCode::kInternal,
+                                           AllOf(HasSubstr("kernel_failed"),
+                                                 HasSubstr("add_f32"))));
   // The context is lost for the whole device, and the backend says so.
-  EXPECT_THAT(backend_->device_status(),
-              StatusIs(absl::StatusCode::kInternal, HasSubstr("kernel_failed")));
+  EXPECT_THAT(backend_->device_status(), StatusIs(absl::StatusCode::kInternal,
+                                                  HasSubstr("kernel_failed")));
 }
 
 }  // namespace

@@ -6,7 +6,6 @@
 #include "daemon/backend/hip/hip_kernel.h"
 #include "daemon/backend/hip/hip_memory.h"
 #include "daemon/backend/hip/hip_status.h"
-
 #include "shared/overloaded.h"
 
 namespace hrx::backend {
@@ -49,13 +48,13 @@ absl::Status AddNode(hipGraph_t graph, const GraphNode& node,
           },
           [&](const CopyOp& copy) {
             if (copy.length == 0) return AddEmptyNode(graph, deps, added);
-            return HipStatus(
-                hipGraphAddMemcpyNode1D(
-                    added, graph, deps.data(), deps.size(),
-                    DeviceAddress(*copy.dst, copy.dst_offset),
-                    DeviceAddress(*copy.src, copy.src_offset), copy.length,
-                    hipMemcpyDefault),
-                "build a graph", "hipGraphAddMemcpyNode1D", kHealthFix);
+            return HipStatus(hipGraphAddMemcpyNode1D(
+                                 added, graph, deps.data(), deps.size(),
+                                 DeviceAddress(*copy.dst, copy.dst_offset),
+                                 DeviceAddress(*copy.src, copy.src_offset),
+                                 copy.length, hipMemcpyDefault),
+                             "build a graph", "hipGraphAddMemcpyNode1D",
+                             kHealthFix);
           },
           [&](const DispatchRef& dispatch) {
             const HipKernel& kernel = KernelOf(*dispatch);
@@ -106,32 +105,31 @@ absl::Status IssueDispatch(const DispatchArgs& dispatch, hipStream_t stream) {
   const HipKernel& kernel = KernelOf(dispatch);
   PackedParams packed = kernel.Pack(dispatch);
   return HipStatus(
-      hipModuleLaunchKernel(kernel.function(), dispatch.grid[0],
-                            dispatch.grid[1], dispatch.grid[2],
-                            dispatch.block[0], dispatch.block[1],
-                            dispatch.block[2], 0, stream,
-                            packed.pointers.data(), nullptr),
+      hipModuleLaunchKernel(
+          kernel.function(), dispatch.grid[0], dispatch.grid[1],
+          dispatch.grid[2], dispatch.block[0], dispatch.block[1],
+          dispatch.block[2], 0, stream, packed.pointers.data(), nullptr),
       absl::StrCat("launch ", kernel.entry()), "hipModuleLaunchKernel",
       "check the launch shape against the GPU's limits");
 }
 
 absl::Status IssueNode(const GraphNode& node, hipStream_t stream) {
-  return std::visit(
-      Overloaded{
-          [&](const FillOp& fill) {
-            return IssueFill(*fill.dst, fill.offset, fill.length, fill.value,
-                             stream);
-          },
-          [&](const CopyOp& copy) {
-            return IssueCopy(*copy.dst, copy.dst_offset, *copy.src,
-                             copy.src_offset, copy.length, stream);
-          },
-          [&](const DispatchRef& dispatch) {
-            return IssueDispatch(*dispatch, stream);
-          },
-          [](const JoinOp&) { return absl::OkStatus(); },
-      },
-      node.op);
+  return std::visit(Overloaded{
+                        [&](const FillOp& fill) {
+                          return IssueFill(*fill.dst, fill.offset, fill.length,
+                                           fill.value, stream);
+                        },
+                        [&](const CopyOp& copy) {
+                          return IssueCopy(*copy.dst, copy.dst_offset,
+                                           *copy.src, copy.src_offset,
+                                           copy.length, stream);
+                        },
+                        [&](const DispatchRef& dispatch) {
+                          return IssueDispatch(*dispatch, stream);
+                        },
+                        [](const JoinOp&) { return absl::OkStatus(); },
+                    },
+                    node.op);
 }
 
 absl::Status IssueFill(const Memory& dst, uint64_t offset, uint64_t length,
@@ -143,8 +141,8 @@ absl::Status IssueFill(const Memory& dst, uint64_t offset, uint64_t length,
 }
 
 absl::Status IssueCopy(const Memory& dst, uint64_t dst_offset,
-                       const Memory& src, uint64_t src_offset,
-                       uint64_t length, hipStream_t stream) {
+                       const Memory& src, uint64_t src_offset, uint64_t length,
+                       hipStream_t stream) {
   if (length == 0) return absl::OkStatus();
   return HipStatus(hipMemcpyAsync(DeviceAddress(dst, dst_offset),
                                   DeviceAddress(src, src_offset), length,

@@ -24,8 +24,8 @@ absl::Status IssueDispatch(const DispatchArgs& dispatch, hipStream_t stream);
 absl::Status IssueFill(const Memory& dst, uint64_t offset, uint64_t length,
                        uint8_t value, hipStream_t stream);
 absl::Status IssueCopy(const Memory& dst, uint64_t dst_offset,
-                       const Memory& src, uint64_t src_offset,
-                       uint64_t length, hipStream_t stream);
+                       const Memory& src, uint64_t src_offset, uint64_t length,
+                       hipStream_t stream);
 
 }  // namespace hrx::backend
 

@@ -18,8 +18,9 @@ static_assert(HRX_GPU_ARG_SCALAR == static_cast<int>(ArgKind::kScalar) &&
 
 absl::Status Refuse(const std::string& entry, const std::string& why,
                     const std::string& fix) {
-  return Refusal(Reason::kBadKernel,absl::StrFormat(
-      "load kernel %s: %s. Fix: %s", entry, why, fix));
+  return Refusal(
+      Reason::kBadKernel,
+      absl::StrFormat("load kernel %s: %s. Fix: %s", entry, why, fix));
 }
 
 constexpr char kInfoFix[] =
@@ -42,7 +43,8 @@ absl::StatusOr<KernelSignature> ReadSignature(const std::string& entry,
                   kInfoFix);
   }
   KernelSignature signature;
-  for (int d = 0; d < 3; ++d) signature.workgroup_size[d] = info.workgroup_size[d];
+  for (int d = 0; d < 3; ++d)
+    signature.workgroup_size[d] = info.workgroup_size[d];
   for (uint32_t i = 0; i < info.arg_count; ++i) {
     const uint8_t kind = info.arg_kinds[i];
     const uint8_t size = info.arg_sizes[i];
@@ -163,9 +165,8 @@ absl::StatusOr<std::shared_ptr<HipKernel>> HipKernel::Load(
   size_t info_bytes = 0;
   if (hipModuleGetGlobal(&info_address, &info_bytes, module,
                          info_name.c_str()) != hipSuccess) {
-    return fail(
-        Refuse(entry, absl::StrCat("the object exports no ", info_name),
-               kInfoFix));
+    return fail(Refuse(entry, absl::StrCat("the object exports no ", info_name),
+                       kInfoFix));
   }
   hrx_gpu_kernel_info info{};
   if (info_bytes != sizeof(info)) {
@@ -225,8 +226,8 @@ PackedParams HipKernel::Pack(const DispatchArgs& dispatch) const {
       constant += arg.size;
     } else {
       const BoundBuffer& bound = dispatch.bindings[binding++];
-      const hrx_gpu_buffer buffer = {
-          DeviceAddress(*bound.memory, bound.offset), bound.length};
+      const hrx_gpu_buffer buffer = {DeviceAddress(*bound.memory, bound.offset),
+                                     bound.length};
       std::memcpy(slot, &buffer, sizeof(buffer));
     }
     packed.pointers.push_back(slot);

@@ -77,19 +77,19 @@ absl::StatusOr<std::shared_ptr<HipMemory>> HipMemory::Create(
     }
     if (error != hipSuccess) {
       accounting->Release(bytes);
-      return HipStatus(error,
-                       absl::StrFormat("register %u bytes of shared memory",
-                                       allocated),
-                       "hipHostRegister",
-                       "raise the daemon's locked-memory limit "
-                       "(LimitMEMLOCK), or allocate less shared memory");
+      return HipStatus(
+          error,
+          absl::StrFormat("register %u bytes of shared memory", allocated),
+          "hipHostRegister",
+          "raise the daemon's locked-memory limit "
+          "(LimitMEMLOCK), or allocate less shared memory");
     }
     device_address = static_cast<uint8_t*>(mapped);
     mapping.emplace(*std::move(pages));
   }
-  return std::shared_ptr<HipMemory>(new HipMemory(
-      device, bytes, kind, std::move(mapping), device_address,
-      std::move(accounting), std::move(reclaimer)));
+  return std::shared_ptr<HipMemory>(
+      new HipMemory(device, bytes, kind, std::move(mapping), device_address,
+                    std::move(accounting), std::move(reclaimer)));
 }
 
 HipMemory::HipMemory(int device, uint64_t size, MemoryKind kind,
@@ -129,31 +129,37 @@ absl::StatusOr<int> HipMemory::ExportFd(ExportKind kind) const {
                                     : mapping_->ExportUdmabuf();
   }
   if (kind == ExportKind::kShm) {
-    return Refusal(Reason::kNotHostMappable,absl::StrFormat(
-        "export shm: this %u-byte buffer is GPU device "
-        "memory, which has no host pages to share. Fix: allocate it shared "
-        "(Stream::AllocateShared) to map it, or export it as dma-buf.",
-        size_));
+    return Refusal(
+        Reason::kNotHostMappable,
+        absl::StrFormat(
+            "export shm: this %u-byte buffer is GPU device "
+            "memory, which has no host pages to share. Fix: allocate it shared "
+            "(Stream::AllocateShared) to map it, or export it as dma-buf.",
+            size_));
   }
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const uint64_t address = reinterpret_cast<uint64_t>(device_address_);
   if (address % page != 0 || size_ % page != 0) {
-    return Refusal(Reason::kDmabufUnaligned,absl::StrFormat(
-        "export dma-buf: the driver exports whole %u-byte "
-        "pages, and this buffer is %u bytes at an address %u bytes into a "
-        "page. Fix: allocate a multiple of %u bytes.",
-        page, size_, address % page, page));
+    return Refusal(
+        Reason::kDmabufUnaligned,
+        absl::StrFormat(
+            "export dma-buf: the driver exports whole %u-byte "
+            "pages, and this buffer is %u bytes at an address %u bytes into a "
+            "page. Fix: allocate a multiple of %u bytes.",
+            page, size_, address % page, page));
   }
   HRX_RETURN_IF_ERROR(BindDevice(device_));
   int fd = -1;
   const hipError_t error =
       hip_platform::ExportDmaBuf(device_address_, size_, &fd);
   if (error == hipErrorNotSupported) {
-    return Refusal(Reason::kDmabufUnavailable,absl::StrFormat(
-        "export dma-buf: the %s GPU driver cannot export "
-        "device memory as dma-buf. Fix: export a shared buffer (through "
-        "udmabuf), or use a driver with dma-buf export.",
-        hip_platform::Name()));
+    return Refusal(
+        Reason::kDmabufUnavailable,
+        absl::StrFormat(
+            "export dma-buf: the %s GPU driver cannot export "
+            "device memory as dma-buf. Fix: export a shared buffer (through "
+            "udmabuf), or use a driver with dma-buf export.",
+            hip_platform::Name()));
   }
   HRX_HIP_RETURN_IF_ERROR(error, "export dma-buf", "ExportDmaBuf",
                           "check the driver's dma-buf support (needs an "

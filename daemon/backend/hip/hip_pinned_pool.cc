@@ -18,8 +18,9 @@ absl::StatusOr<HipPinnedPool::BufferRef> HipPinnedPool::Take(uint64_t bytes) {
   Block block{0, nullptr};
   {
     absl::MutexLock lock(&mu_);
-    auto fits = std::find_if(idle_.begin(), idle_.end(),
-                             [bytes](const Block& b) { return b.bytes >= bytes; });
+    auto fits =
+        std::find_if(idle_.begin(), idle_.end(),
+                     [bytes](const Block& b) { return b.bytes >= bytes; });
     if (fits != idle_.end()) {
       block = *fits;
       idle_.erase(fits);

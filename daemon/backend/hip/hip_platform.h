@@ -33,8 +33,8 @@ std::string TargetName(const hipDeviceProp_t& properties);
 // Offset and size of parameter `index` of `function` as the module compiled
 // it. hipErrorInvalidValue past the last parameter; hipErrorNotSupported
 // where the runtime cannot tell (AMD's HIP 5.2).
-hipError_t KernelParamInfo(hipFunction_t function, size_t index,
-                           size_t* offset, size_t* size);
+hipError_t KernelParamInfo(hipFunction_t function, size_t index, size_t* offset,
+                           size_t* size);
 
 // A dma-buf descriptor for [address, address + bytes) of device memory;
 // both must be page aligned. hipErrorNotSupported where the driver cannot.

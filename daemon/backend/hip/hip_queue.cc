@@ -18,7 +18,7 @@ constexpr char kHealthFix[] = "check the GPU's health (hrxctl status)";
 
 const char* OpName(int op) {
   static constexpr const char* kNames[] = {
-      "fill", "copy", "upload", "read", "marker", "cross-queue wait",
+      "fill",     "copy",        "upload", "read", "marker", "cross-queue wait",
       "dispatch", "graph launch"};
   return kNames[op];
 }
@@ -62,9 +62,9 @@ absl::StatusOr<std::unique_ptr<HipQueue>> HipQueue::Create(
   HRX_RETURN_IF_ERROR(BindDevice(device));
   hipStream_t stream = nullptr;
   // Non-blocking: the daemon's queues never order behind the null stream.
-  HRX_HIP_RETURN_IF_ERROR(hipStreamCreateWithFlags(&stream, hipStreamNonBlocking),
-                          "create a queue", "hipStreamCreateWithFlags",
-                          kHealthFix);
+  HRX_HIP_RETURN_IF_ERROR(
+      hipStreamCreateWithFlags(&stream, hipStreamNonBlocking), "create a queue",
+      "hipStreamCreateWithFlags", kHealthFix);
   return std::unique_ptr<HipQueue>(
       new HipQueue(device, stream, std::move(health)));
 }
@@ -137,12 +137,11 @@ absl::Status HipQueue::EnsureEventLocked(Fence fence) {
 absl::StatusOr<Fence> HipQueue::EnqueueFill(const MemoryRef& dst,
                                             uint64_t offset, uint64_t length,
                                             uint8_t value) {
-  return Submit(
-      Op::kFill,
-      [&](hipStream_t stream) {
-        return IssueFill(*dst, offset, length, value, stream);
-      },
-      {dst, nullptr});
+  return Submit(Op::kFill,
+                [&](hipStream_t stream) {
+                  return IssueFill(*dst, offset, length, value, stream);
+                },
+                {dst, nullptr});
 }
 
 absl::StatusOr<Fence> HipQueue::EnqueueCopy(const MemoryRef& dst,
@@ -150,12 +149,12 @@ absl::StatusOr<Fence> HipQueue::EnqueueCopy(const MemoryRef& dst,
                                             const MemoryRef& src,
                                             uint64_t src_offset,
                                             uint64_t length) {
-  return Submit(
-      Op::kCopy,
-      [&](hipStream_t stream) {
-        return IssueCopy(*dst, dst_offset, *src, src_offset, length, stream);
-      },
-      {dst, src});
+  return Submit(Op::kCopy,
+                [&](hipStream_t stream) {
+                  return IssueCopy(*dst, dst_offset, *src, src_offset, length,
+                                   stream);
+                },
+                {dst, src});
 }
 
 absl::StatusOr<Fence> HipQueue::EnqueueWrite(
@@ -166,16 +165,15 @@ absl::StatusOr<Fence> HipQueue::EnqueueWrite(
     HRX_ASSIGN_OR_RETURN(bounce, bounce_->Take(bytes->size()));
     std::memcpy(bounce.get(), bytes->data(), bytes->size());
   }
-  return Submit(
-      Op::kWrite,
-      [&](hipStream_t stream) {
-        if (bytes->empty()) return absl::OkStatus();
-        return HipStatus(hipMemcpyAsync(DeviceAddress(*dst, offset),
-                                        bounce.get(), bytes->size(),
-                                        hipMemcpyDefault, stream),
-                         "upload", "hipMemcpyAsync", kHealthFix);
-      },
-      {dst, bounce});
+  return Submit(Op::kWrite,
+                [&](hipStream_t stream) {
+                  if (bytes->empty()) return absl::OkStatus();
+                  return HipStatus(
+                      hipMemcpyAsync(DeviceAddress(*dst, offset), bounce.get(),
+                                     bytes->size(), hipMemcpyDefault, stream),
+                      "upload", "hipMemcpyAsync", kHealthFix);
+                },
+                {dst, bounce});
 }
 
 absl::StatusOr<Fence> HipQueue::EnqueueRead(const MemoryRef& src,
@@ -215,15 +213,14 @@ HipEventPool::EventRef HipQueue::EventFor(Fence fence) {
 
 absl::StatusOr<Fence> HipQueue::EnqueueWaitFor(Queue& other, Fence fence) {
   HipEventPool::EventRef event = static_cast<HipQueue&>(other).EventFor(fence);
-  return Submit(
-      Op::kWait,
-      [&](hipStream_t stream) {
-        if (event == nullptr) return absl::OkStatus();
-        return HipStatus(hipStreamWaitEvent(stream, *event, 0),
-                         "wait for another queue", "hipStreamWaitEvent",
-                         kHealthFix);
-      },
-      {event, nullptr});
+  return Submit(Op::kWait,
+                [&](hipStream_t stream) {
+                  if (event == nullptr) return absl::OkStatus();
+                  return HipStatus(hipStreamWaitEvent(stream, *event, 0),
+                                   "wait for another queue",
+                                   "hipStreamWaitEvent", kHealthFix);
+                },
+                {event, nullptr});
 }
 
 absl::StatusOr<Fence> HipQueue::EnqueueDispatch(DispatchRef dispatch) {
@@ -255,14 +252,14 @@ absl::StatusOr<hipGraphExec_t> HipQueue::ExecFor(const GraphRef& graph) {
 absl::StatusOr<Fence> HipQueue::EnqueueGraph(
     GraphRef graph, std::vector<uint64_t>* node_nanoseconds) {
   if (node_nanoseconds == nullptr) {
-    return Submit(
-        Op::kGraph,
-        [&](hipStream_t stream) -> absl::Status {
-          HRX_ASSIGN_OR_RETURN(hipGraphExec_t exec, ExecFor(graph));
-          return HipStatus(hipGraphLaunch(exec, stream), "launch a graph",
-                           "hipGraphLaunch", kHealthFix);
-        },
-        {graph, nullptr});
+    return Submit(Op::kGraph,
+                  [&](hipStream_t stream) -> absl::Status {
+                    HRX_ASSIGN_OR_RETURN(hipGraphExec_t exec, ExecFor(graph));
+                    return HipStatus(hipGraphLaunch(exec, stream),
+                                     "launch a graph", "hipGraphLaunch",
+                                     kHealthFix);
+                  },
+                  {graph, nullptr});
   }
   // Profiled: the nodes one at a time, each between two timing events.
   const size_t count = graph->nodes.size();
@@ -342,14 +339,16 @@ absl::Status HipQueue::Wait(Fence fence) {
 
 absl::Status HipQueue::DescribeFault(hipError_t error,
                                      const InFlight& entry) const {
-  const std::string failure = absl::StrFormat(
-      "%s: %s", hipGetErrorName(error), hipGetErrorString(error));
+  const std::string failure = absl::StrFormat("%s: %s", hipGetErrorName(error),
+                                              hipGetErrorString(error));
   if (entry.op == Op::kDispatch) {
-    return Refusal(Reason::kKernelFailed,absl::StrFormat(
-        "a dispatch of %s failed on the GPU (%s); the GPU "
-        "context is lost, so this daemon's queues fail from here. Fix: check "
-        "the kernel's arguments and bounds, then restart hrxd.",
-        entry.kernel->entry(), failure));
+    return Refusal(
+        Reason::kKernelFailed,
+        absl::StrFormat("a dispatch of %s failed on the GPU (%s); the GPU "
+                        "context is lost, so this daemon's queues fail from "
+                        "here. Fix: check "
+                        "the kernel's arguments and bounds, then restart hrxd.",
+                        entry.kernel->entry(), failure));
   }
   if (entry.op == Op::kGraph) {
     // Copies and fills are checked against their buffers; a graph that
@@ -365,19 +364,23 @@ absl::Status HipQueue::DescribeFault(hipError_t error,
       }
     }
     if (!kernels.empty()) {
-      return Refusal(Reason::kKernelFailed,absl::StrFormat(
-          "a graph launch with dispatches of %s failed on the "
-          "GPU (%s); the GPU context is lost, so this daemon's queues fail "
-          "from here. Fix: check those kernels' arguments and bounds, then "
-          "restart hrxd.",
-          absl::StrJoin(kernels, ", "), failure));
+      return Refusal(
+          Reason::kKernelFailed,
+          absl::StrFormat(
+              "a graph launch with dispatches of %s failed on the "
+              "GPU (%s); the GPU context is lost, so this daemon's queues fail "
+              "from here. Fix: check those kernels' arguments and bounds, then "
+              "restart hrxd.",
+              absl::StrJoin(kernels, ", "), failure));
     }
   }
-  return Refusal(Reason::kDeviceFault,absl::StrFormat(
-      "the GPU failed while this queue ran a %s (%s); the GPU "
-      "context is lost, so this daemon's queues fail from here. Fix: restart "
-      "hrxd, and check the GPU's health.",
-      OpName(static_cast<int>(entry.op)), failure));
+  return Refusal(
+      Reason::kDeviceFault,
+      absl::StrFormat("the GPU failed while this queue ran a %s (%s); the GPU "
+                      "context is lost, so this daemon's queues fail from "
+                      "here. Fix: restart "
+                      "hrxd, and check the GPU's health.",
+                      OpName(static_cast<int>(entry.op)), failure));
 }
 
 void HipQueue::RunCompletions() {

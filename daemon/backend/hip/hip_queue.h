@@ -97,16 +97,24 @@ class HipQueue final : public Queue {
 
  private:
   // What a command was, for the message of a fault found at its event.
-  enum class Op : uint8_t { kFill, kCopy, kWrite, kRead, kMarker, kWait,
-                            kDispatch, kGraph };
+  enum class Op : uint8_t {
+    kFill,
+    kCopy,
+    kWrite,
+    kRead,
+    kMarker,
+    kWait,
+    kDispatch,
+    kGraph
+  };
   using Keep = std::array<std::shared_ptr<const void>, 2>;
   struct InFlight {
     Fence fence = 0;
     HipEventPool::EventRef event;  // null: completes with a later event
     Op op = Op::kMarker;
-    Keep keep;                     // released once the command completed
+    Keep keep;                       // released once the command completed
     const Kernel* kernel = nullptr;  // dispatches: kept alive by `keep`
-    CompletionCallback callback;   // host callbacks
+    CompletionCallback callback;     // host callbacks
     // Runs once the command completed, before its fence is published:
     // bounced reads copy out, profiled graphs read their timings.
     std::function<void()> finish;
@@ -124,7 +132,8 @@ class HipQueue final : public Queue {
   absl::Status RecordEventLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes sure an event will report `fence` complete (records one when no
   // event at or after it exists yet).
-  absl::Status EnsureEventLocked(Fence fence) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status EnsureEventLocked(Fence fence)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The event that completes with `fence`, or null when it already has.
   HipEventPool::EventRef EventFor(Fence fence);
   absl::StatusOr<hipGraphExec_t> ExecFor(const GraphRef& graph);
@@ -143,7 +152,7 @@ class HipQueue final : public Queue {
   Fence completed_ ABSL_GUARDED_BY(mu_) = 0;
   Fence last_event_fence_ ABSL_GUARDED_BY(mu_) = 0;  // newest with an event
   size_t pending_events_ ABSL_GUARDED_BY(mu_) = 0;   // in inflight_
-  absl::Status status_ ABSL_GUARDED_BY(mu_);  // the first device fault
+  absl::Status status_ ABSL_GUARDED_BY(mu_);         // the first device fault
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::multimap<Fence, CompletionCallback> waiters_ ABSL_GUARDED_BY(mu_);
 

@@ -4,14 +4,13 @@
 
 namespace hrx::backend {
 
-absl::StatusOr<std::shared_ptr<HipReclaimer>> HipReclaimer::Create(
-    int device) {
+absl::StatusOr<std::shared_ptr<HipReclaimer>> HipReclaimer::Create(int device) {
   HRX_RETURN_IF_ERROR(BindDevice(device));
   hipStream_t stream = nullptr;
-  HRX_HIP_RETURN_IF_ERROR(hipStreamCreateWithFlags(&stream, hipStreamNonBlocking),
-                          "create the allocation stream",
-                          "hipStreamCreateWithFlags",
-                          "check the GPU's health (hrxctl status)");
+  HRX_HIP_RETURN_IF_ERROR(
+      hipStreamCreateWithFlags(&stream, hipStreamNonBlocking),
+      "create the allocation stream", "hipStreamCreateWithFlags",
+      "check the GPU's health (hrxctl status)");
   return std::make_shared<HipReclaimer>(device, stream);
 }
 

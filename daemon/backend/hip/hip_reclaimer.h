@@ -11,8 +11,8 @@
 #define HRX_DAEMON_BACKEND_HIP_HIP_RECLAIMER_H_
 
 #include <deque>
-#include <memory>
 #include <functional>
+#include <memory>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"

@@ -9,9 +9,9 @@ absl::Status HipStatus(hipError_t error, std::string_view what,
                        std::string_view call, std::string_view fix) {
   if (error == hipSuccess) return absl::OkStatus();
   const std::string detail =
-      absl::StrCat(std::string(what), ": ", std::string(call),
-                   " failed with ", hipGetErrorName(error), " (",
-                   hipGetErrorString(error), "). Fix: ", std::string(fix));
+      absl::StrCat(std::string(what), ": ", std::string(call), " failed with ",
+                   hipGetErrorName(error), " (", hipGetErrorString(error),
+                   "). Fix: ", std::string(fix));
   switch (error) {
     case hipErrorOutOfMemory:
       return Refusal(Reason::kHipError, detail,

@@ -88,8 +88,9 @@ class FaultyQueue final : public Queue {
       holding_ = false;
       held.swap(held_);
     }
-    std::stable_sort(held.begin(), held.end(),
-                     [](const Held& a, const Held& b) { return a.fence < b.fence; });
+    std::stable_sort(
+        held.begin(), held.end(),
+        [](const Held& a, const Held& b) { return a.fence < b.fence; });
     for (Held& one : held) Forward(one.fence, std::move(one.callback));
   }
   size_t held() const {

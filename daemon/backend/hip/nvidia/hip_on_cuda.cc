@@ -96,10 +96,9 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int grid_x,
                                  void** params, void** extra) {
   const Driver& d = GetDriver();
   if (d.launch_kernel == nullptr) return d.status;
-  return FromDriver(d.launch_kernel(f, grid_x, grid_y, grid_z, block_x,
-                                    block_y, block_z, shared_bytes,
-                                    reinterpret_cast<CUstream>(stream), params,
-                                    extra));
+  return FromDriver(d.launch_kernel(
+      f, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes,
+      reinterpret_cast<CUstream>(stream), params, extra));
 }
 
 hipError_t hipGraphAddKernelNode(hipGraphNode_t* node, hipGraph_t graph,
@@ -132,8 +131,8 @@ std::string TargetName(const hipDeviceProp_t& properties) {
          std::to_string(properties.minor);
 }
 
-hipError_t KernelParamInfo(hipFunction_t function, size_t index,
-                           size_t* offset, size_t* size) {
+hipError_t KernelParamInfo(hipFunction_t function, size_t index, size_t* offset,
+                           size_t* size) {
   const Driver& d = GetDriver();
   if (d.func_get_param_info == nullptr) return hipErrorNotSupported;
   return FromDriver(d.func_get_param_info(function, index, offset, size));
@@ -142,9 +141,9 @@ hipError_t KernelParamInfo(hipFunction_t function, size_t index,
 hipError_t ExportDmaBuf(void* address, size_t bytes, int* fd) {
   const Driver& d = GetDriver();
   if (d.mem_get_handle == nullptr) return hipErrorNotSupported;
-  return FromDriver(d.mem_get_handle(
-      fd, reinterpret_cast<CUdeviceptr>(address), bytes,
-      CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0));
+  return FromDriver(d.mem_get_handle(fd, reinterpret_cast<CUdeviceptr>(address),
+                                     bytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+                                     0));
 }
 
 }  // namespace hrx::backend::hip_platform

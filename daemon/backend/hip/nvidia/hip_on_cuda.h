@@ -44,19 +44,25 @@ inline constexpr hipError_t hipErrorNotReady = cudaErrorNotReady;
 inline constexpr hipError_t hipErrorInvalidValue = cudaErrorInvalidValue;
 inline constexpr hipError_t hipErrorNotSupported = cudaErrorNotSupported;
 inline constexpr hipError_t hipErrorNoDevice = cudaErrorNoDevice;
-inline constexpr hipError_t hipErrorInsufficientDriver = cudaErrorInsufficientDriver;
+inline constexpr hipError_t hipErrorInsufficientDriver =
+    cudaErrorInsufficientDriver;
 inline constexpr hipError_t hipErrorOutOfMemory = cudaErrorMemoryAllocation;
 inline constexpr hipMemcpyKind hipMemcpyDefault = cudaMemcpyDefault;
 inline constexpr unsigned int hipStreamNonBlocking = cudaStreamNonBlocking;
 inline constexpr unsigned int hipEventDefault = cudaEventDefault;
 inline constexpr unsigned int hipEventDisableTiming = cudaEventDisableTiming;
-inline constexpr unsigned int hipHostRegisterPortable = cudaHostRegisterPortable;
+inline constexpr unsigned int hipHostRegisterPortable =
+    cudaHostRegisterPortable;
 inline constexpr unsigned int hipHostRegisterMapped = cudaHostRegisterMapped;
 
 // Runtime calls: one CUDA runtime call each.
 inline const char* hipGetErrorName(hipError_t e) { return cudaGetErrorName(e); }
-inline const char* hipGetErrorString(hipError_t e) { return cudaGetErrorString(e); }
-inline hipError_t hipGetDeviceCount(int* count) { return cudaGetDeviceCount(count); }
+inline const char* hipGetErrorString(hipError_t e) {
+  return cudaGetErrorString(e);
+}
+inline hipError_t hipGetDeviceCount(int* count) {
+  return cudaGetDeviceCount(count);
+}
 inline hipError_t hipSetDevice(int device) { return cudaSetDevice(device); }
 inline hipError_t hipGetDeviceProperties(hipDeviceProp_t* p, int device) {
   return cudaGetDeviceProperties(p, device);
@@ -64,7 +70,9 @@ inline hipError_t hipGetDeviceProperties(hipDeviceProp_t* p, int device) {
 inline hipError_t hipMemGetInfo(size_t* free, size_t* total) {
   return cudaMemGetInfo(free, total);
 }
-inline hipError_t hipMalloc(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
+inline hipError_t hipMalloc(void** p, size_t bytes) {
+  return cudaMalloc(p, bytes);
+}
 inline hipError_t hipFree(void* p) { return cudaFree(p); }
 inline hipError_t hipMallocAsync(void** p, size_t bytes, hipStream_t s) {
   return cudaMallocAsync(p, bytes, s);
@@ -90,7 +98,9 @@ inline hipError_t hipHostGetDevicePointer(void** device, void* host,
 inline hipError_t hipStreamCreateWithFlags(hipStream_t* s, unsigned int flags) {
   return cudaStreamCreateWithFlags(s, flags);
 }
-inline hipError_t hipStreamDestroy(hipStream_t s) { return cudaStreamDestroy(s); }
+inline hipError_t hipStreamDestroy(hipStream_t s) {
+  return cudaStreamDestroy(s);
+}
 inline hipError_t hipStreamSynchronize(hipStream_t s) {
   return cudaStreamSynchronize(s);
 }
