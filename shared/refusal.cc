@@ -179,6 +179,8 @@ constexpr ReasonInfo kReasons[] = {
      Origin::kDaemon},
     {Reason::kSessionNotYours, "session_not_yours",
      absl::StatusCode::kPermissionDenied, Origin::kDaemon},
+    {Reason::kShuttingDown, "shutting_down", absl::StatusCode::kUnavailable,
+     Origin::kDaemon},
     {Reason::kShortRead, "short_read", absl::StatusCode::kInternal,
      Origin::kClient},
     {Reason::kSideChannelFailed, "side_channel_failed",

@@ -103,6 +103,7 @@ enum class Reason : uint16_t {
   kServerFailed,
   kSessionClosed,
   kSessionNotYours,
+  kShuttingDown,
   kShortRead,
   kSideChannelFailed,
   kSideChannelProtocol,

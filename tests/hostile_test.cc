@@ -460,7 +460,15 @@ TEST_F(HostileTest, AnOPathReferenceCannotBeTurnedBackIntoAccess) {
   ASSERT_TRUE(WaitForOutput(holder, "holding: yes"))
       << holder.Stdout() << holder.Stderr();
   EXPECT_THAT(holder.Stdout(), HasSubstr("reopen: Permission denied"));
-  EXPECT_EQ(Tenant("victim").detached_exports(), 0u);
+  // The O_PATH reference does not keep the export: released at once, or by
+  // the next probe when the side channel's copy of the descriptor was still
+  // being closed as the release arrived (a broken defence holds it forever).
+  bool released = false;
+  for (int i = 0; i < 200 && !released; ++i) {
+    released = Tenant("victim").detached_exports() == 0;
+    if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(released);
   holder.Signal(SIGKILL);
   holder.Wait();
   EXPECT_TRUE(BackToBaseline("victim"));

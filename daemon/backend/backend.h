@@ -116,7 +116,8 @@ struct JoinOp {};
 
 // One node of a graph.
 struct GraphNode {
-  std::variant<FillOp, CopyOp, DispatchRef, JoinOp> op;
+  // A default node is a join: it runs nothing.
+  std::variant<JoinOp, FillOp, CopyOp, DispatchRef> op;
   std::vector<uint32_t> after;  // predecessor indices, all smaller than this
 };
 

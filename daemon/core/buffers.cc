@@ -89,29 +89,32 @@ absl::StatusOr<BufferInfo> Buffers::Allocate(uint64_t session, uint64_t bytes,
 
 absl::Status Buffers::Free(uint64_t session, uint64_t buffer) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
-  const backend::Memory* memory = nullptr;
+  backend::MemoryRef memory;
+  bool shared_out = false;
   {
     absl::MutexLock lock(&owner->mu);
-    HRX_ASSIGN_OR_RETURN(BufferEntry * entry,
-                         owner->buffers.Find(buffer, "free buffer"));
-    memory = entry->memory.get();
+    HRX_ASSIGN_OR_RETURN(BufferEntry entry,
+                         owner->buffers.Remove(buffer, "free buffer"));
+    memory = std::move(entry.memory);
+    shared_out = entry.shared_out;
+    const uint64_t id = memory->id();
+    owner->streams.ForEach([id](const std::shared_ptr<StreamEntry>& stream) {
+      stream->dispatch_cache.EvictMemory(id);
+      stream->transfer_cache.EvictMemory(id);
+    });
   }
-  // Grants go first (Sharing's lock is never taken under a session's), so
-  // no importer can reach memory on its way to the pool.
-  sharing_.RevokeGrantsOf(session, memory);
-  absl::MutexLock lock(&owner->mu);
-  HRX_ASSIGN_OR_RETURN(BufferEntry entry,
-                       owner->buffers.Remove(buffer, "free buffer"));
-  const uint64_t id = entry.memory->id();
-  owner->streams.ForEach([id](const std::shared_ptr<StreamEntry>& stream) {
-    stream->dispatch_cache.EvictMemory(id);
-    stream->transfer_cache.EvictMemory(id);
-  });
-  // Budget-charged memory is never pooled: a tenant with a device budget
-  // gets its bytes back once the last queued use completes.
-  if (entry.memory->kind() == backend::MemoryKind::kDevice &&
-      owner->tenant->Unlimited(Resource::kDeviceBytes)) {
-    owner->allocation_pool.Give(std::move(entry.memory));
+  // The handle is gone, so no new grant can name it (Sharing::Grant looks
+  // again after inserting); Sharing's lock is never taken under a
+  // session's.
+  sharing_.RevokeGrantsOf(session, memory.get());
+  // Only memory that never left the session is pooled (an importer or a
+  // descriptor may still hold the rest), and only for a tenant without a
+  // device budget: a budgeted tenant gets its bytes back once the last
+  // queued use completes.
+  if (memory->kind() == backend::MemoryKind::kDevice &&
+      owner->tenant->Unlimited(Resource::kDeviceBytes) && !shared_out) {
+    absl::MutexLock lock(&owner->mu);
+    owner->allocation_pool.Give(std::move(memory));
   }
   return absl::OkStatus();
 }

@@ -55,8 +55,10 @@ void CommandPath::DestroyStream(uint64_t session, uint64_t stream,
 
 void CommandPath::DeferRefusal(uint64_t session, uint64_t stream,
                                absl::Status refusal) {
+  // A closed session or destroyed stream has no sync point left: later
+  // calls naming it are refused as stale on their own.
   auto owner = sessions_.Find(session);
-  if (!owner.ok()) return;  // nothing left to report it to
+  if (!owner.ok()) return;
   Deferred after;
   {
     absl::MutexLock lock(&(*owner)->mu);
@@ -67,7 +69,11 @@ void CommandPath::DeferRefusal(uint64_t session, uint64_t stream,
         *target,
         [target, refusal = std::move(refusal)](absl::Status cancelled,
                                                Deferred&) {
-          if (cancelled.ok()) hrx::daemon::DeferRefusal(*target, refusal);
+          // Too much parked to take its turn: kept now rather than lost (it
+          // is reported no later than it would have been).
+          if (cancelled.ok() || ReasonOf(cancelled) == Reason::kStreamBusy) {
+            hrx::daemon::DeferRefusal(*target, refusal);
+          }
         },
         after);
   }

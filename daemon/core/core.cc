@@ -99,7 +99,20 @@ Core::~Core() {
   // watcher after this (sessions are not closed one by one at shutdown).
   housekeeper_.reset();
   watcher_.reset();
-  Drain();
+  // Every stream stops taking work: a suspended batch ends when it resumes
+  // and parked operations are cancelled, so draining enqueues nothing new.
+  for (const auto& [handle, session] : sessions_.Select()) {
+    Deferred cancelled;
+    {
+      absl::MutexLock lock(&session->mu);
+      session->streams.ForEach([&](const std::shared_ptr<StreamEntry>& stream) {
+        CloseStream(*stream, cancelled);
+      });
+    }
+    RunDeferred(cancelled);
+  }
+  // The queues go while the units their completions reach still exist.
+  queues_.Close();
 }
 
 absl::StatusOr<ChargeRef> Core::AdmitConnection(const PeerIdentity& caller) {
@@ -132,10 +145,12 @@ void Core::CloseSession(uint64_t session, CloseDone done) {
   auto removed = sessions_.Remove(session, "close session");
   if (!removed.ok()) return done(removed.status());
   std::shared_ptr<Session> closing = *std::move(removed);
+  // Its grants and unredeemed tickets go with its handle.
+  sharing_.ForgetSession(session);
   Deferred cancelled;
   Remains remains = TearDown(*closing, cancelled);
   RunDeferred(cancelled);
-  sharing_.SessionClosed(session, *closing, std::move(remains.exports));
+  sharing_.RetireExports(*closing, std::move(remains.exports));
   // A process with nothing left here needs no pidfd (one descriptor each):
   // its other sessions, if it opens more, are bound to their connections.
   const pid_t pid = closing->identity.pid;

@@ -76,6 +76,11 @@ class CoreHarness {
     stream_ = core_->commands().CreateStream(session_)->handle;
   }
 
+  ~CoreHarness() {
+    // A test that stops while completions are held must not leave them.
+    faults_->ReleaseCompletions();
+  }
+
   Core& core() { return *core_; }
   backend::testing::FaultyBackend& faults() { return *faults_; }
   ManualClock& clock() { return clock_; }
@@ -114,6 +119,16 @@ class CoreHarness {
       }
     }
     return ~uint64_t{0};
+  }
+  // Whether Usage(resource) comes down to `value` within a few seconds
+  // (charges held by callbacks on backend threads go when those return).
+  bool UsageReaches(Resource resource, uint64_t value) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (Usage(resource) != value) {
+      if (absl::Now() > give_up) return false;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return true;
   }
 
  private:

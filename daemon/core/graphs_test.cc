@@ -73,6 +73,19 @@ TEST_F(GraphsTest, NodeShapesAreRefusedWithTheirPosition) {
                                      std::move(labels))
                          .status()),
             Reason::kLabelMismatch);
+}
+
+TEST_F(GraphsTest, ARefusedGraphGivesItsChargeBack) {
+  const uint64_t a = harness_.Allocate(32);
+  const uint64_t freed = harness_.Allocate(32);
+  ASSERT_THAT(harness_.core().buffers().Free(harness_.session(), freed),
+              IsOk());
+  // Refused by the planner, after the graph was charged.
+  auto refused = graphs().CreateExec(harness_.session(), harness_.stream(),
+                                     FillThenCopy(a, freed));
+  EXPECT_EQ(ReasonOf(refused.status()), Reason::kStaleHandle);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("graph node 3 of 3 (copy dst)"));
   EXPECT_EQ(harness_.Usage(Resource::kGraphs), 0u);
 }
 

@@ -80,6 +80,11 @@ DispatchCommand ForeignDispatch(uint64_t not_a_kernel) {
   return dispatch;
 }
 
+// A handle of `kind` this session never issued.
+uint64_t NeverIssued(shared::HandleKind kind) {
+  return shared::Handle{kind, /*slot=*/7, /*generation=*/1}.Encode();
+}
+
 // Refusals, each naming the command's position in its batch or graph.
 struct RefusalCase {
   std::string name;
@@ -127,16 +132,26 @@ TEST_F(PlannerTest, RefusalsNameWhatTheyBelongTo) {
        "submit command",
        Reason::kUnknownEvent,
        "submit command 1 of 1 (wait_event)"},
-      {"dispatch of a kernel never loaded",
+      {"dispatch through a buffer handle",
        {ForeignDispatch(b)},
        "graph node",
        Reason::kWrongHandleKind,
        "graph node 1 of 1 (dispatch)"},
-      {"launch of a graph never made",
+      {"launch through a buffer handle",
        {LaunchGraphCommand{b}},
        "submit command",
        Reason::kWrongHandleKind,
        "submit command 1 of 1 (launch_graph)"},
+      {"dispatch of a kernel never loaded",
+       {ForeignDispatch(NeverIssued(shared::HandleKind::kKernel))},
+       "submit command",
+       Reason::kUnknownHandle,
+       "submit command 1 of 1 (dispatch)"},
+      {"launch of a graph never made",
+       {LaunchGraphCommand{NeverIssued(shared::HandleKind::kGraphExec)}},
+       "graph node",
+       Reason::kUnknownHandle,
+       "graph node 1 of 1 (launch_graph)"},
   };
   for (const RefusalCase& c : cases) {
     auto plan = Prepare(c.commands, c.noun);

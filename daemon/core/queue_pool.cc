@@ -12,6 +12,11 @@ QueuePool::QueuePool(backend::Backend& backend, uint32_t capacity)
 
 absl::StatusOr<QueueAssignment> QueuePool::Assign(const std::string& tenant) {
   absl::MutexLock lock(&mu_);
+  if (closed_) {
+    return Refusal(Reason::kShuttingDown,
+                   "create stream: hrxd is stopping and runs no new queues. "
+                   "Fix: reconnect once it has restarted.");
+  }
   TenantQueues& pool = pools_[tenant];
   const uint32_t index = pool.next;
   if (index == pool.queues.size()) {
@@ -22,6 +27,16 @@ absl::StatusOr<QueueAssignment> QueuePool::Assign(const std::string& tenant) {
   }
   pool.next = (pool.next + 1) % capacity_;
   return QueueAssignment{index, pool.queues[index].get()};
+}
+
+void QueuePool::Close() {
+  std::map<std::string, TenantQueues> closing;
+  {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+    closing.swap(pools_);
+  }
+  closing.clear();  // each queue drains as it is destroyed, unlocked
 }
 
 std::vector<backend::Queue*> QueuePool::AllQueues() const {

@@ -51,6 +51,10 @@ class QueuePool {
   // As DrainAll, but gives up after `limit`: false when some queue still had
   // work then (a hung or very long kernel).
   bool DrainAll(absl::Duration limit);
+  // Destroys every queue (each drains first, running its completions) and
+  // assigns none afterwards (UNAVAILABLE "shutting_down"). The daemon's
+  // last step, taken while what those completions reach still exists.
+  void Close();
 
  private:
   backend::Backend& backend_;
@@ -63,6 +67,7 @@ class QueuePool {
   };
   std::map<std::string, TenantQueues> pools_ ABSL_GUARDED_BY(mu_);
   uint32_t created_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<backend::Queue*> AllQueues() const;
 };
 

@@ -2,9 +2,9 @@
 // the per-session pools. Shared by the core's units (session_table.h owns the
 // sessions); every mutable member is guarded by Session::mu.
 //
-// Lock order: SessionTable's lock, if held, is taken before a Session::mu,
-// never after; no two Session::mu are held at once; nothing waits for the
-// device while holding one.
+// Lock order: no unit's own lock (SessionTable's, Sharing's) is held while
+// a Session::mu is taken; no two Session::mu are held at once; nothing waits
+// for the device while holding one.
 #ifndef HRX_DAEMON_CORE_SESSION_H_
 #define HRX_DAEMON_CORE_SESSION_H_
 
@@ -35,8 +35,10 @@ namespace hrx::daemon {
 struct BufferEntry {
   backend::MemoryRef memory;
   uint64_t origin_stream = 0;  // StreamEntry::id of the allocating stream
-  ChargeRef
-      charge;  // the tenant's buffers ceiling, held while the handle lives
+  ChargeRef charge;  // the tenant's buffers ceiling, while the handle lives
+  // Granted or exported at least once: another tenant or process may hold
+  // the memory, so it is never recycled through the session's pool.
+  bool shared_out = false;
 };
 
 // A descriptor the session's process received (a redeemed export): the

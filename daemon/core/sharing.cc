@@ -1,3 +1,4 @@
+// Sharing: construction, grants, and forgetting a closed session.
 #include "daemon/core/sharing.h"
 
 #include <sys/random.h>
@@ -20,57 +21,6 @@ Sharing::Sharing(SessionTable& sessions, ProcessWatcher& watcher,
       watcher_(watcher),
       ticket_lifetime_(ticket_lifetime),
       track_descriptions_(ExportDescriptionsCanBeTracked()) {}
-
-void Sharing::SweepTicketsLocked(absl::Time now) {
-  size_t spent = 0;
-  for (auto& [ticket, entry] : tickets_) {
-    if (!entry.used && now > entry.deadline) {
-      entry.used = true;  // expired: its descriptor and hold go now
-      entry.expired = true;
-      entry.fd.Reset();
-      entry.memory.reset();
-      entry.charge.reset();
-    }
-    if (entry.used) ++spent;
-  }
-  absl::erase_if(tickets_, [&](const auto& entry) {
-    return entry.second.used &&
-           (spent > kMaxTicketTombstones ||
-            entry.second.deadline + absl::Minutes(1) < now);
-  });
-}
-
-void Sharing::Retire(ExportEntry entry, const std::string& tenant, pid_t pid) {
-  if (entry.tracked) {
-    if (ExportDescriptionsGone(*entry.memory)) return;  // released here
-    absl::MutexLock lock(&mu_);
-    lingering_.push_back(Detached{tenant, std::move(entry)});
-    return;
-  }
-  if (pid <= 0) return;  // nothing to watch: released here
-  {
-    absl::MutexLock lock(&mu_);
-    detached_[pid].push_back(Detached{tenant, std::move(entry)});
-  }
-  watcher_.Watch(pid);  // at once if it has already exited
-}
-
-void Sharing::ProbeLingering() {
-  std::vector<Detached> probing;
-  {
-    absl::MutexLock lock(&mu_);
-    probing.swap(lingering_);
-  }
-  std::vector<Detached> held;
-  for (Detached& detached : probing) {
-    if (!ExportDescriptionsGone(*detached.entry.memory)) {
-      held.push_back(std::move(detached));
-    }
-  }
-  probing.clear();  // the released ones go, outside the lock
-  absl::MutexLock lock(&mu_);
-  for (Detached& detached : held) lingering_.push_back(std::move(detached));
-}
 
 void Sharing::RevokeGrantsOf(uint64_t owner_session,
                              const backend::Memory* memory) {
@@ -114,14 +64,30 @@ absl::StatusOr<uint64_t> Sharing::Grant(uint64_t session, uint64_t buffer,
     HRX_ASSIGN_OR_RETURN(BufferEntry * entry,
                          owner->buffers.Find(buffer, "grant buffer"));
     memory = entry->memory;
+    entry->shared_out = true;
   }
   uint64_t id = 0;
   while (id == 0) {
     HRX_CHECK(getrandom(&id, sizeof(id), 0) == sizeof(id));
   }
-  absl::MutexLock lock(&mu_);
-  grants_[id] = GrantEntry{session, std::move(memory), tenant, grantee_session,
-                           std::move(charge)};
+  {
+    absl::MutexLock lock(&mu_);
+    grants_[id] = GrantEntry{session, std::move(memory), tenant,
+                             grantee_session, std::move(charge)};
+  }
+  // A Free racing this call revokes its buffer's grants once the handle is
+  // gone, possibly before this one was inserted: looked up again, so a
+  // freed buffer keeps no grant. (The id has not been handed out yet.)
+  absl::Status still_there;
+  {
+    absl::MutexLock lock(&owner->mu);
+    still_there = owner->buffers.Find(buffer, "grant buffer").status();
+  }
+  if (!still_there.ok()) {
+    absl::MutexLock lock(&mu_);
+    grants_.erase(id);
+    return still_there;
+  }
   return id;
 }
 
@@ -186,207 +152,15 @@ absl::Status Sharing::Revoke(uint64_t session, uint64_t grant) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ExportTicket> Sharing::Export(uint64_t session, uint64_t buffer,
-                                             backend::ExportKind kind) {
-  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
-  // A mapping writes the memory: observers may not have one.
-  HRX_RETURN_IF_ERROR(RequireWriter(*owner, "export buffer"));
-  // Every descriptor handed out counts until it is released.
-  HRX_ASSIGN_OR_RETURN(
-      ChargeRef charge,
-      owner->tenant->Reserve(Resource::kExports, 1, "export", owner->Who()));
-  MemoryRef memory;
-  uint64_t export_id = 0;
-  {
-    absl::MutexLock lock(&owner->mu);
-    HRX_ASSIGN_OR_RETURN(BufferEntry * entry,
-                         owner->buffers.Find(buffer, "export buffer"));
-    memory = entry->memory;
-    export_id = owner->next_export_id++;
-  }
-  // Shared memory goes out as a description of its own, so that its last
-  // close can be known (descriptor_holds.h).
-  const bool tracked = kind == backend::ExportKind::kShm && track_descriptions_;
-  shared::UniqueFd fd;
-  if (tracked) {
-    HRX_ASSIGN_OR_RETURN(fd, OpenExportDescription(*memory));
-  } else {
-    HRX_ASSIGN_OR_RETURN(int raw_fd, memory->ExportFd(kind));
-    fd.Reset(raw_fd);
-  }
-  std::string ticket(16, '\0');
-  HRX_CHECK(getrandom(ticket.data(), ticket.size(), 0) ==
-            static_cast<ssize_t>(ticket.size()));
-  const absl::Time now = sessions_.clock().Now();
-  ExportTicket result{ticket, export_id, memory->size(), 0};
+void Sharing::ForgetSession(uint64_t session) {
   absl::MutexLock lock(&mu_);
-  SweepTicketsLocked(now);
-  tickets_[ticket] = TicketEntry{session,
-                                 export_id,
-                                 std::move(memory),
-                                 std::move(fd),
-                                 std::move(charge),
-                                 now + ticket_lifetime_,
-                                 false,
-                                 false,
-                                 tracked};
-  return result;
-}
-
-absl::StatusOr<shared::UniqueFd> Sharing::Redeem(std::string_view ticket,
-                                                 const PeerIdentity& peer) {
-  if (peer.pid <= 0) {
-    // The kernel cannot show this peer's process (another PID namespace):
-    // nothing would tell the exporter from another process of its uid.
-    return Refusal(
-        Reason::kPeerNotVisible,
-        absl::StrFormat(
-            "redeem: the side channel peer (uid %u) is in a PID "
-            "namespace hrxd cannot see, so the ticket's process cannot be "
-            "checked. Fix: run hrxd in its clients' PID namespace (or a parent "
-            "of it), or move data through Upload and Read instead of mappings.",
-            peer.uid));
-  }
-  uint64_t session = 0;
-  uint64_t export_id = 0;
-  MemoryRef memory;
-  ChargeRef charge;
-  bool tracked = false;
-  shared::UniqueFd fd;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = tickets_.find(std::string(ticket));
-    if (it == tickets_.end()) {
-      return Refusal(
-          Reason::kUnknownTicket,
-          "redeem: no such export ticket. Fix: redeem the "
-          "ticket Buffers.Export returned, on the side channel it named.");
-    }
-    TicketEntry& entry = it->second;
-    if (entry.used && !entry.expired) {
-      return Refusal(
-          Reason::kTicketUsed,
-          "redeem: the ticket was already redeemed; tickets are "
-          "single-use. Fix: call Buffers.Export again for another descriptor.");
-    }
-    if (entry.expired || sessions_.clock().Now() > entry.deadline) {
-      entry.used = true;
-      entry.expired = true;
-      entry.fd.Reset();
-      entry.memory.reset();  // a spent ticket holds nothing
-      entry.charge.reset();
-      return Refusal(
-          Reason::kTicketExpired,
-          absl::StrFormat(
-              "redeem: the ticket expired %s ago (tickets live "
-              "%s). Fix: redeem promptly after Buffers.Export, or export "
-              "again.",
-              absl::FormatDuration(sessions_.clock().Now() - entry.deadline),
-              absl::FormatDuration(ticket_lifetime_)));
-    }
-    session = entry.session;
-    export_id = entry.export_id;
-    memory = std::move(entry.memory);  // a spent ticket holds nothing
-    charge = std::move(entry.charge);
-    tracked = entry.tracked;
-    // Checked below, outside this lock; the ticket is spent either way, so a
-    // wrong peer cannot probe it twice.
-    entry.used = true;
-    fd = std::move(entry.fd);
-  }
-  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
-  const PeerIdentity& opener = owner->identity;
-  if (opener.pid != peer.pid || opener.uid != peer.uid) {
-    return Refusal(
-        Reason::kTicketNotYours,
-        absl::StrFormat(
-            "redeem: the ticket belongs to a session of %s; "
-            "the side channel peer is uid %u, pid %u. Fix: redeem tickets in "
-            "the "
-            "process that exported them; share buffers with a grant.",
-            owner->Who(), peer.uid, peer.pid));
-  }
-  absl::MutexLock lock(&owner->mu);
-  owner->exports[export_id] =
-      ExportEntry{std::move(memory), std::move(charge), tracked};
-  return fd;
-}
-
-absl::Status Sharing::ReleaseExport(uint64_t session, uint64_t export_id) {
-  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
-  ExportEntry released;
-  {
-    absl::MutexLock lock(&owner->mu);
-    auto it = owner->exports.find(export_id);
-    if (it == owner->exports.end()) {
-      return Refusal(
-          Reason::kUnknownExport,
-          absl::StrFormat("release export %u: this session holds no such "
-                          "mapping. Fix: release each mapping once.",
-                          export_id));
-    }
-    released = std::move(it->second);
-    owner->exports.erase(it);
-  }
-  // The client says it is done; the memory goes when its descriptor has.
-  Retire(std::move(released), owner->tenant->name(), owner->identity.pid);
-  return absl::OkStatus();
-}
-
-void Sharing::SessionClosed(
-    uint64_t session, const Session& closed,
-    absl::flat_hash_map<uint64_t, ExportEntry> exports) {
-  {
-    absl::MutexLock lock(&mu_);
-    absl::erase_if(grants_, [&](const auto& entry) {
-      return entry.second.owner_session == session;
-    });
-    // Unredeemed tickets die with the session, descriptors and all.
-    absl::erase_if(tickets_, [&](const auto& entry) {
-      return entry.second.session == session;
-    });
-  }
-  // Descriptors the process received may still be open or mapped, there or
-  // in a process it handed them to: their memory stays charged until they
-  // are gone.
-  for (auto& [id, entry] : exports) {
-    Retire(std::move(entry), closed.tenant->name(), closed.identity.pid);
-  }
-}
-
-void Sharing::ProcessExited(pid_t pid) {
-  std::vector<Detached> released;  // goes outside the lock
-  absl::MutexLock lock(&mu_);
-  auto it = detached_.find(pid);
-  if (it == detached_.end()) return;
-  released = std::move(it->second);
-  detached_.erase(it);
-}
-
-bool Sharing::WaitsFor(pid_t pid) const {
-  absl::MutexLock lock(&mu_);
-  return detached_.contains(pid);
-}
-
-void Sharing::Housekeep(absl::Time now) {
-  ProbeLingering();
-  absl::MutexLock lock(&mu_);
-  SweepTicketsLocked(now);
-}
-
-Sharing::Retired Sharing::RetiredExports(const std::string& tenant) const {
-  Retired total;
-  auto add = [&](const Detached& detached) {
-    if (detached.tenant != tenant) return;
-    ++total.count;
-    total.bytes += detached.entry.memory->size();
-  };
-  absl::MutexLock lock(&mu_);
-  for (const Detached& detached : lingering_) add(detached);
-  for (const auto& [pid, list] : detached_) {
-    for (const Detached& detached : list) add(detached);
-  }
-  return total;
+  absl::erase_if(grants_, [&](const auto& entry) {
+    return entry.second.owner_session == session;
+  });
+  // Unredeemed tickets die with the session, descriptors and all.
+  absl::erase_if(tickets_, [&](const auto& entry) {
+    return entry.second.session == session;
+  });
 }
 
 }  // namespace hrx::daemon

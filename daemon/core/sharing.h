@@ -74,9 +74,11 @@ class Sharing {
   absl::Status ReleaseExport(uint64_t session, uint64_t export_id);
 
   // --- Lifecycle ----------------------------------------------------------
-  // A closing session's grants and unredeemed tickets die with it, and the
-  // descriptors its process received are retired (see the contract).
-  void SessionClosed(uint64_t session, const Session& closed,
+  // A closing session's grants and unredeemed tickets die with it.
+  void ForgetSession(uint64_t session);
+  // The descriptors a closed session's process received are retired (see
+  // the contract).
+  void RetireExports(const Session& closed,
                      absl::flat_hash_map<uint64_t, ExportEntry> exports);
   // `pid` exited: the memory its descriptors kept can go.
   void ProcessExited(pid_t pid);

@@ -107,5 +107,29 @@ TEST_F(SharingTest, FreeingABufferRevokesItsGrants) {
   EXPECT_EQ(harness_.Usage(Resource::kGrants), 0u);
 }
 
+TEST_F(SharingTest, MemoryThatWasSharedIsNeverRecycledThroughThePool) {
+  const uint64_t kept =
+      harness_.core()
+          .buffers()
+          .Allocate(harness_.session(), 64, AllocationKind::kDevice)
+          ->handle;
+  const uint64_t granted =
+      harness_.core()
+          .buffers()
+          .Allocate(harness_.session(), 64, AllocationKind::kDevice)
+          ->handle;
+  auto other = harness_.core().OpenSession("other", Me(/*connection=*/2));
+  auto grant = sharing().Grant(harness_.session(), granted, "", *other);
+  ASSERT_THAT(grant.status(), IsOk());
+  auto imported = sharing().Import(*other, *grant);
+  ASSERT_THAT(imported.status(), IsOk());
+  ASSERT_THAT(harness_.core().buffers().Free(harness_.session(), granted),
+              IsOk());
+  ASSERT_THAT(harness_.core().buffers().Free(harness_.session(), kept), IsOk());
+  // Only the buffer that never left the session waits for reuse: the
+  // importer still holds the other one.
+  EXPECT_EQ(harness_.core().admin().status().allocation_pool.entries, 1u);
+}
+
 }  // namespace
 }  // namespace hrx::daemon

@@ -93,7 +93,7 @@ struct JoinCommand {};
 
 // A recorded graph node as the client sends it to be finished.
 struct GraphNodeSpec {
-  std::variant<FillCommand, CopyCommand, DispatchCommand, JoinCommand> op;
+  std::variant<JoinCommand, FillCommand, CopyCommand, DispatchCommand> op;
   std::vector<uint32_t> after;  // indices of earlier nodes
 };
 

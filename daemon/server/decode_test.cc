@@ -213,6 +213,11 @@ void Expect(const absl::StatusOr<T>& got, const Case<Request>& c,
 // clang-format off
 std::vector<Case<Batch>> CommandCases() {
   return {
+      {"OverTheBatchLimit", [](Batch* b) {
+         for (size_t i = 0; i <= kMaxCommandsPerSubmit; ++i) {
+           b->add_commands()->mutable_record_event()->set_event(i + 1);
+         }
+       }, kInvalid, "batch_too_large", "4097 commands in one batch"},
       {"EveryOpInOrder", [](Batch* b) {
          AddFill(b);
          AddCopy(b);
@@ -295,6 +300,9 @@ std::vector<Case<Batch>> CommandCases() {
 
 std::vector<Case<Graph>> GraphCases() {
   return {
+      {"OverTheNodeLimit", [](Graph* g) {
+         for (size_t i = 0; i <= kMaxGraphNodes; ++i) Add(g)->mutable_join();
+       }, kInvalid, "graph_too_large", "4097 nodes, the capacity is 4096"},
       {"EveryNodeWithEdges", [](Graph* g) {
          AddFill(g);
          AddCopy(g);

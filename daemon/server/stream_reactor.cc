@@ -103,14 +103,22 @@ void StreamReactor::OnReadDone(bool ok) {
   if (!parsed.ok()) {
     // The request's token is unknown: the refusal waits for the stream's
     // next sync point, like a bad batch's. Before the stream is open there
-    // is none to keep it: it is answered at once, under token 0.
+    // is no stream to keep it, and no token to answer: the call ends with it.
     if (stream_ != 0) {
       core_.commands().DeferRefusal(session_, stream_, parsed);
     } else {
-      Send(NewReply(0, parsed));
+      core_.refusals().Count(parsed);
     }
     absl::MutexLock lock(&mu_);
     handling_ = false;
+    if (stream_ == 0) {
+      reads_done_ = true;
+      finish_status_ =
+          grpc::Status(static_cast<grpc::StatusCode>(parsed.code()),
+                       std::string(parsed.message()));
+      MaybeFinishLocked();
+      return;
+    }
     MaybeReadLocked();
     return;
   }
@@ -316,7 +324,7 @@ void StreamReactor::OnCancel() {
 void StreamReactor::MaybeFinishLocked() {
   if (finished_ || !reads_done_ || outstanding_ != 0 || writing_) return;
   finished_ = true;
-  Finish(grpc::Status::OK);
+  Finish(finish_status_);
 }
 
 }  // namespace hrx::daemon

@@ -69,13 +69,13 @@ class StreamReactor final
   // Reads the next request if nothing holds reading back.
   void MaybeReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A refusal for the next sync point, kept here when it arose before core
-  // saw the batch (a decode error, a budget refusal).
 
   Core& core_;
   std::optional<Caller> caller_;
   uint64_t session_ = 0;
   uint64_t stream_ = 0;  // 0 until opened
+  // How the call ends: OK, or a malformed request before the stream opened.
+  grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer raw_request_;
   hrx::v1::StreamRequest request_;
   struct Outgoing {
