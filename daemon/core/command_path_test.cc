@@ -34,6 +34,17 @@ class CommandPathTest : public ::testing::Test {
  protected:
   CoreHarness harness_;
   CommandPath& commands() { return harness_.core().commands(); }
+
+  // Holds completions and submits one upload more than staging takes, so
+  // the batch suspends; returns the buffer it uploads to.
+  uint64_t SuspendABatch(Pending<absl::StatusOr<size_t>>& submitted) {
+    const uint64_t buffer = harness_.Allocate(64);
+    harness_.faults().HoldCompletions();
+    commands().Submit(harness_.session(), harness_.stream(),
+                      Uploads(buffer, kMaxPendingStagings + 1),
+                      SubmitErrors::kReturn, submitted.Callback());
+    return buffer;
+  }
 };
 
 TEST_F(CommandPathTest, AnUploadPastTheStagingBoundSuspendsTheBatchNotAThread) {
@@ -64,12 +75,8 @@ TEST_F(CommandPathTest, AnUploadPastTheStagingBoundSuspendsTheBatchNotAThread) {
 }
 
 TEST_F(CommandPathTest, OperationsPastTheParkLimitAreRefusedAtOnce) {
-  const uint64_t buffer = harness_.Allocate(64);
-  harness_.faults().HoldCompletions();
   Pending<absl::StatusOr<size_t>> submitted;
-  commands().Submit(harness_.session(), harness_.stream(),
-                    Uploads(buffer, kMaxPendingStagings + 1),
-                    SubmitErrors::kReturn, submitted.Callback());
+  SuspendABatch(submitted);
   std::vector<std::unique_ptr<Pending<absl::Status>>> parked;
   for (size_t i = 0; i < kMaxParkedOps; ++i) {
     parked.push_back(std::make_unique<Pending<absl::Status>>());
@@ -99,12 +106,8 @@ TEST_F(CommandPathTest, ADeferredRefusalIsReportedOnceAtTheNextSyncPoint) {
 }
 
 TEST_F(CommandPathTest, ADeferredRefusalWaitsItsTurnBehindASuspendedBatch) {
-  const uint64_t buffer = harness_.Allocate(64);
-  harness_.faults().HoldCompletions();
   Pending<absl::StatusOr<size_t>> submitted;
-  commands().Submit(harness_.session(), harness_.stream(),
-                    Uploads(buffer, kMaxPendingStagings + 1),
-                    SubmitErrors::kReturn, submitted.Callback());
+  SuspendABatch(submitted);
   // Parked before the refusal: it completes clean.
   Pending<absl::Status> before;
   commands().Synchronize(harness_.session(), harness_.stream(),
@@ -123,12 +126,8 @@ TEST_F(CommandPathTest, ADeferredRefusalWaitsItsTurnBehindASuspendedBatch) {
 }
 
 TEST_F(CommandPathTest, ADeferredRefusalIsKeptEvenWhenTheParkIsFull) {
-  const uint64_t buffer = harness_.Allocate(64);
-  harness_.faults().HoldCompletions();
   Pending<absl::StatusOr<size_t>> submitted;
-  commands().Submit(harness_.session(), harness_.stream(),
-                    Uploads(buffer, kMaxPendingStagings + 1),
-                    SubmitErrors::kReturn, submitted.Callback());
+  SuspendABatch(submitted);
   std::vector<std::unique_ptr<Pending<absl::Status>>> parked;
   for (size_t i = 0; i < kMaxParkedOps; ++i) {
     parked.push_back(std::make_unique<Pending<absl::Status>>());
@@ -172,12 +171,8 @@ TEST_F(CommandPathTest, ALostDeviceRefusesTheBatchAndDropsItsEvents) {
 }
 
 TEST_F(CommandPathTest, ClosingTheSessionCancelsParkedWorkAndTheBatch) {
-  const uint64_t buffer = harness_.Allocate(64);
-  harness_.faults().HoldCompletions();
   Pending<absl::StatusOr<size_t>> submitted;
-  commands().Submit(harness_.session(), harness_.stream(),
-                    Uploads(buffer, kMaxPendingStagings + 1),
-                    SubmitErrors::kReturn, submitted.Callback());
+  SuspendABatch(submitted);
   Pending<absl::Status> synced;
   commands().Synchronize(harness_.session(), harness_.stream(),
                          synced.Callback());

@@ -33,6 +33,14 @@ class GraphsTest : public ::testing::Test {
     spec.nodes.push_back(Node(CopyCommand{{b, 0, 32}, {a, 0, 32}}, {1}));
     return spec;
   }
+  // FillThenCopy between two new buffers, profiled, on the harness stream.
+  absl::StatusOr<GraphExecInfo> ProfiledExec() {
+    GraphSpec spec = FillThenCopy(harness_.Allocate(32), harness_.Allocate(32));
+    spec.profiled = true;
+    spec.labels = {"fill", "copy"};
+    return graphs().CreateExec(harness_.session(), harness_.stream(),
+                               std::move(spec));
+  }
   CoreHarness harness_;
 };
 
@@ -90,13 +98,7 @@ TEST_F(GraphsTest, ARefusedGraphGivesItsChargeBack) {
 }
 
 TEST_F(GraphsTest, AGraphReplaysOnlyOnItsOwnStreamInEitherLaunch) {
-  const uint64_t a = harness_.Allocate(32);
-  const uint64_t b = harness_.Allocate(32);
-  GraphSpec spec = FillThenCopy(a, b);
-  spec.profiled = true;
-  spec.labels = {"fill", "copy"};
-  auto exec = graphs().CreateExec(harness_.session(), harness_.stream(),
-                                  std::move(spec));
+  auto exec = ProfiledExec();
   ASSERT_THAT(exec.status(), IsOk());
   auto other = harness_.core().commands().CreateStream(harness_.session());
   ASSERT_THAT(other.status(), IsOk());
@@ -114,13 +116,7 @@ TEST_F(GraphsTest, AGraphReplaysOnlyOnItsOwnStreamInEitherLaunch) {
 }
 
 TEST_F(GraphsTest, AProfiledLaunchReportsTheDeferredRefusalFirst) {
-  const uint64_t a = harness_.Allocate(32);
-  const uint64_t b = harness_.Allocate(32);
-  GraphSpec spec = FillThenCopy(a, b);
-  spec.profiled = true;
-  spec.labels = {"fill", "copy"};
-  auto exec = graphs().CreateExec(harness_.session(), harness_.stream(),
-                                  std::move(spec));
+  auto exec = ProfiledExec();
   ASSERT_THAT(exec.status(), IsOk());
   harness_.core().commands().DeferRefusal(
       harness_.session(), harness_.stream(),
