@@ -6,6 +6,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "daemon/executor/executor_main.h"
 #include "daemon/run.h"
 
 ABSL_FLAG(std::string, socket, "",
@@ -46,11 +47,22 @@ ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for --listen");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --listen");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA certificate that signs accepted client certificates");
+ABSL_FLAG(bool, executors, true,
+          "run tenants' device work in sandboxed executor processes (off: "
+          "inside hrxd, kernels included)");
+ABSL_FLAG(std::string, executor_user, "nobody",
+          "the user executors run as when hrxd runs as root");
+ABSL_FLAG(int64_t, executor_watchdog_ms, 30000,
+          "an executor whose work makes no progress this long is killed");
 ABSL_FLAG(std::string, socket_mode, "0660",
           "the socket's permission bits, octal (0666 lets every local user "
           "connect; identity still comes from the kernel)");
 
 int main(int argc, char** argv) {
+  // hrxd starts its executors as itself (same build, same backend).
+  if (argc > 1 && std::string(argv[1]) == hrx::executor::kExecutorFlag) {
+    return hrx::executor::RunExecutor(argc, argv);
+  }
   absl::SetProgramUsageMessage("hrxd: the hrx GPU daemon");
   // Accept --log-level as well as --log_level.
   for (int i = 1; i < argc; ++i) {
@@ -78,6 +90,9 @@ int main(int argc, char** argv) {
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
   options.metrics_tenants = absl::GetFlag(FLAGS_metrics_tenants);
+  options.executors = absl::GetFlag(FLAGS_executors);
+  options.executor_user = absl::GetFlag(FLAGS_executor_user);
+  options.executor_watchdog_ms = absl::GetFlag(FLAGS_executor_watchdog_ms);
   options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_path = absl::GetFlag(FLAGS_tls_key);
   options.tls_client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);

@@ -1,8 +1,11 @@
 #include "daemon/run.h"
 
+#include <pwd.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -17,7 +20,9 @@
 #include "absl/strings/str_format.h"
 #include "daemon/backend/factory.h"
 #include "daemon/core/core.h"
+#include "daemon/core/device_set.h"
 #include "daemon/core/tenants.h"
+#include "daemon/executor/executor_pool.h"
 #include "daemon/logging.h"
 #include "daemon/metrics.h"
 #include "daemon/notify.h"
@@ -132,9 +137,71 @@ std::string StatusLine(Core& core) {
       status.device.backend, status.device.target);
 }
 
+// The groups that own the GPU's device nodes, so that an executor running
+// as another user can still open them.
+std::vector<gid_t> DeviceGroups() {
+  std::vector<gid_t> groups;
+  for (const char* node : {"/dev/kfd", "/dev/dri/renderD128"}) {
+    struct stat info {};
+    if (stat(node, &info) == 0 &&
+        std::find(groups.begin(), groups.end(), info.st_gid) == groups.end()) {
+      groups.push_back(info.st_gid);
+    }
+  }
+  return groups;
+}
+
+// Where tenants' device work runs: executor processes, or hrxd itself.
+absl::StatusOr<std::unique_ptr<DeviceSet>> OpenDevices(
+    const DaemonOptions& options) {
+  auto log = Logger("backend");
+  if (!options.executors) {
+    HRX_ASSIGN_OR_RETURN(
+        std::unique_ptr<backend::Backend> backend,
+        backend::OpenBackend(
+            {options.backend, options.cpu_memory_bytes, options.gpu_device},
+            *log));
+    log->warn("executors are off: tenants' kernels run inside hrxd");
+    return std::unique_ptr<DeviceSet>(
+        std::make_unique<SingleDevice>(std::move(backend)));
+  }
+  executor::ExecutorOptions executors;
+  executors.backend = options.backend;
+  executors.cpu_memory_bytes = options.cpu_memory_bytes;
+  executors.gpu_device = options.gpu_device;
+  executors.log_level = options.log_level;
+  executors.watchdog = absl::Milliseconds(options.executor_watchdog_ms);
+  executors.call_limit = executors.watchdog;
+  if (geteuid() == 0) {
+    const passwd* user = getpwnam(options.executor_user.c_str());
+    if (user == nullptr || user->pw_uid == 0) {
+      return Refusal(Reason::kExecutorLost,
+                     absl::StrFormat("executor user \"%s\" does not exist or "
+                                     "is root. Fix: create an unprivileged "
+                                     "user for executors, or pass "
+                                     "--executor_user.",
+                                     options.executor_user));
+    }
+    executors.uid = user->pw_uid;
+    executors.gid = user->pw_gid;
+    executors.groups = DeviceGroups();
+  }
+  HRX_ASSIGN_OR_RETURN(std::unique_ptr<executor::ExecutorPool> pool,
+                       executor::ExecutorPool::Start(executors));
+  log->info(
+      "executors: tenants' device work runs in sandboxed processes "
+      "(user {}, watchdog {} ms)",
+      geteuid() == 0 ? options.executor_user : "hrxd's own",
+      options.executor_watchdog_ms);
+  return std::unique_ptr<DeviceSet>(std::move(pool));
+}
+
 }  // namespace
 
 absl::Status Run(const DaemonOptions& options) {
+  // Not dumpable: no process of hrxd's user (an executor, when hrxd is not
+  // root) may read its memory, the handle key included, through /proc.
+  (void)prctl(PR_SET_DUMPABLE, 0);
   const sigset_t signals = HandledSignals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
@@ -174,20 +241,16 @@ absl::Status Run(const DaemonOptions& options) {
                          SocketGuard::Claim(socket_path, options.socket_mode));
   }
 
-  auto backend_log = Logger("backend");
-  HRX_ASSIGN_OR_RETURN(
-      std::unique_ptr<backend::Backend> backend,
-      backend::OpenBackend(
-          {options.backend, options.cpu_memory_bytes, options.gpu_device},
-          *backend_log));
-  const backend::DeviceProperties properties = backend->properties();
+  HRX_ASSIGN_OR_RETURN(std::unique_ptr<DeviceSet> devices,
+                       OpenDevices(options));
+  const backend::DeviceProperties properties = devices->properties();
   CoreOptions core_options;
   core_options.queue_count = options.queue_count;
   core_options.tenants = tenants;
   core_options.ticket_lifetime = absl::Milliseconds(options.ticket_lifetime_ms);
   core_options.remote_session_lease =
       absl::Milliseconds(options.remote_session_lease_ms);
-  auto core = std::make_unique<Core>(std::move(backend), core_options);
+  auto core = std::make_unique<Core>(std::move(devices), core_options);
   HRX_ASSIGN_OR_RETURN(
       std::unique_ptr<DaemonServer> server,
       DaemonServer::Start(*core, socket_path, options.socket_mode, remote,
@@ -249,7 +312,7 @@ absl::Status Run(const DaemonOptions& options) {
       }
       notifier.ReloadDone(StatusLine(*core));
     }
-    if (absl::Status device = core->device_status();
+    if (absl::Status device = core->admin().device_status();
         !device.ok() && device_lost.ok()) {
       device_lost = device;
       log->error("the device is lost: {} {}", std::string(device.message()),

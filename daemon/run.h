@@ -33,6 +33,11 @@ struct DaemonOptions {
   std::string metrics_address;
   // Per-tenant series in the metrics (they tell tenants about each other).
   bool metrics_tenants = false;
+  // Tenants' device work runs in executor processes (daemon/executor); off,
+  // it runs inside hrxd (kernels included).
+  bool executors = true;
+  std::string executor_user = "nobody";  // when hrxd runs as root
+  int64_t executor_watchdog_ms = 30000;  // no progress this long: killed
 };
 
 // The open-file limit hrxd warns below (the shipped unit sets it).

@@ -269,6 +269,12 @@ constexpr ReasonInfo kReasons[] = {
      absl::StatusCode::kInvalidArgument, Origin::kDaemon},
     {Reason::kWrongHandleKind, "wrong_handle_kind",
      absl::StatusCode::kInvalidArgument, Origin::kDaemon},
+    {Reason::kExecutorLost, "executor_lost", absl::StatusCode::kUnavailable,
+     Origin::kDaemon},
+    {Reason::kExecutorRestarting, "executor_restarting",
+     absl::StatusCode::kUnavailable, Origin::kDaemon},
+    {Reason::kCrossExecutorMemory, "cross_executor_memory",
+     absl::StatusCode::kFailedPrecondition, Origin::kDaemon},
 };
 
 constexpr bool InEnumOrder() {
@@ -322,6 +328,19 @@ std::optional<Reason> ReasonOf(const absl::Status& status) {
 std::string_view ReasonToken(const absl::Status& status) {
   std::optional<Reason> reason = ReasonOf(status);
   return reason.has_value() ? InfoOf(*reason).token : "other";
+}
+
+absl::Status StatusFromWire(int code, std::string_view message) {
+  const auto status_code = static_cast<absl::StatusCode>(code);
+  if (status_code == absl::StatusCode::kOk) return absl::OkStatus();
+  const size_t colon = message.find(": ");
+  if (colon != std::string_view::npos) {
+    auto it = ByToken().find(message.substr(0, colon));
+    if (it != ByToken().end()) {
+      return Refusal(it->second, message.substr(colon + 2), status_code);
+    }
+  }
+  return absl::Status(status_code, std::string(message));
 }
 
 }  // namespace hrx

@@ -148,6 +148,9 @@ enum class Reason : uint16_t {
   kViewOutOfRange,
   kWorkgroupSizeMismatch,
   kWrongHandleKind,
+  kExecutorLost,
+  kExecutorRestarting,
+  kCrossExecutorMemory,
 };
 
 enum class Origin : uint8_t {
@@ -180,6 +183,11 @@ absl::Status Refusal(Reason reason, std::string_view detail,
 std::optional<Reason> ReasonOf(const absl::Status& status);
 // ReasonOf's token, or "other" for a status made elsewhere.
 std::string_view ReasonToken(const absl::Status& status);
+
+// A status that crossed a process boundary as a code and a message (hrxd's
+// executors): its reason is read back from the message's catalogued token,
+// so it counts and compares as the refusal it was.
+absl::Status StatusFromWire(int code, std::string_view message);
 
 }  // namespace hrx
 

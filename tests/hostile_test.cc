@@ -242,31 +242,41 @@ class HostileTest : public ::testing::Test {
   size_t baseline_fds_ = 0;
 };
 
-// Finding 1: a tenant without load_kernels never gets code run in hrxd.
+// Finding 1: a tenant without load_kernels never gets code run, and a
+// permitted tenant's code runs in its executor, never in hrxd.
 TEST_F(HostileTest, KernelCodeNeverRunsForATenantWithoutThePermission) {
-  const std::string marker =
-      absl::StrCat("/tmp/hrx-ctor-ran-", daemon_->process().pid());
-  unlink(marker.c_str());
+  const pid_t executor = ExecutorPid(daemon_->process().pid(), "mallory");
+  ASSERT_GT(executor, 0) << "mallory's executor starts with the daemon";
+  auto marker = [](pid_t pid) {
+    return absl::StrCat("/tmp/hrx-ctor-ran-", pid);
+  };
+  for (pid_t pid : {daemon_->process().pid(), executor}) {
+    unlink(marker(pid).c_str());
+  }
   const std::string object =
       "--kernel=" + RunfilePath("tests/kernels/ctor_marker.so");
+  struct stat info {};
   for (uid_t uid : {kStranger, kVictim}) {
     const RunResult refused = AttackToCompletion(uid, "kernel", {object});
     EXPECT_THAT(refused.out, AllOf(HasSubstr("load_kernel: PERMISSION_DENIED "
                                              "kernel_loading_not_allowed"),
                                    HasSubstr("Fix:")))
         << uid;
-    struct stat info {};
-    EXPECT_NE(stat(marker.c_str(), &info), 0)
+    EXPECT_NE(stat(marker(daemon_->process().pid()).c_str(), &info), 0)
         << "the object's constructor ran inside hrxd for uid " << uid;
+    EXPECT_NE(stat(marker(executor).c_str(), &info), 0)
+        << "the object's constructor ran for uid " << uid;
   }
   ExpectBystanderUnharmed("after refused loads");
-  // The check is what stops it: a permitted tenant's load does run it.
+  // The check is what stops it: a permitted tenant's load does run it, in
+  // the tenant's own executor.
   const RunResult permitted = AttackToCompletion(kMallory, "kernel", {object});
   EXPECT_THAT(permitted.out, HasSubstr("bad_kernel"))
       << permitted.out << permitted.err;
-  struct stat info {};
-  EXPECT_EQ(stat(marker.c_str(), &info), 0) << permitted.out;
-  unlink(marker.c_str());
+  EXPECT_EQ(stat(marker(executor).c_str(), &info), 0) << permitted.out;
+  EXPECT_NE(stat(marker(daemon_->process().pid()).c_str(), &info), 0)
+      << "tenant code ran inside hrxd";
+  unlink(marker(executor).c_str());
 }
 
 // Finding 3: uploads past the staging bound on queues held by a gate kernel

@@ -1,13 +1,17 @@
 #include "tests/test_daemon.h"
 
+#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -104,6 +108,34 @@ TestDaemon::~TestDaemon() {
 int TestDaemon::Stop() {
   process_->Signal(SIGTERM);
   return process_->Wait();
+}
+
+pid_t ExecutorPid(pid_t daemon, const std::string& name) {
+  const std::string needle = "--tenant=" + name + std::string(1, '\0');
+  DIR* proc = opendir("/proc");
+  pid_t found = 0;
+  while (dirent* entry = proc != nullptr ? readdir(proc) : nullptr) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(entry->d_name));
+    if (pid <= 0) continue;
+    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+    const std::string text((std::istreambuf_iterator<char>(stat)),
+                           std::istreambuf_iterator<char>());
+    const size_t name_end = text.rfind(')');
+    char state = 0;
+    int parent = 0;
+    if (name_end == std::string::npos ||
+        std::sscanf(text.c_str() + name_end + 1, " %c %d", &state, &parent) !=
+            2 ||
+        parent != daemon) {
+      continue;
+    }
+    std::ifstream cmdline(absl::StrCat("/proc/", pid, "/cmdline"));
+    const std::string args((std::istreambuf_iterator<char>(cmdline)),
+                           std::istreambuf_iterator<char>());
+    if (args.find(needle) != std::string::npos) found = pid;
+  }
+  if (proc != nullptr) closedir(proc);
+  return found;
 }
 
 }  // namespace hrx::testing

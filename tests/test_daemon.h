@@ -59,6 +59,9 @@ hrx::v1::GetStatusResponse QueryStatus(const std::string& socket_path);
 // daemon's --listen and --metrics_listen.
 int FreeLoopbackPort();
 
+// The pid of the daemon's executor for `name` (a tenant, or "shared"), or 0.
+pid_t ExecutorPid(pid_t daemon, const std::string& name);
+
 // True once a status call on `socket_path` succeeds (within ~20 s).
 bool WaitUntilServing(const std::string& socket_path, Subprocess* process);
 

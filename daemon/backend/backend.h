@@ -207,6 +207,13 @@ class Backend {
   // The descriptor kinds Memory::ExportFd can give on this machine.
   virtual std::vector<ExportKind> export_kinds() const = 0;
 
+  // Memory another executor of the same device made, from its shm
+  // descriptor (taking `fd`): the same pages, for this backend's queues, not
+  // counted against its limit. FAILED_PRECONDITION "cross_executor_memory"
+  // where this backend cannot run on foreign host memory.
+  virtual absl::StatusOr<MemoryRef> ImportShm(int fd, uint64_t bytes,
+                                              MemoryKind kind);
+
   // OK while the device works; once a fault has lost it (a GPU context lost
   // to a faulting kernel), the status that lost it. The CPU backend's device
   // is never lost: a kernel failure there poisons only its queue.

@@ -80,8 +80,32 @@ absl::StatusOr<MemfdMapping> MemfdMapping::Create(uint64_t bytes) {
   return MemfdMapping(fd, static_cast<uint8_t*>(data), bytes);
 }
 
+absl::StatusOr<MemfdMapping> MemfdMapping::Adopt(int fd, uint64_t bytes) {
+  struct stat info {};
+  if (fstat(fd, &info) != 0 || static_cast<uint64_t>(info.st_size) < bytes) {
+    close(fd);
+    return Refusal(Reason::kMmapFailed,
+                   absl::StrFormat("map a %u-byte memfd: it is smaller or "
+                                   "unreadable. Fix: report a bug.",
+                                   bytes));
+  }
+  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (data == MAP_FAILED) {
+    const int error = errno;
+    close(fd);
+    return Refusal(Reason::kMmapFailed,
+                   absl::StrFormat("map a %u-byte memfd: mmap: %s. Fix: free "
+                                   "memory or allocate less.",
+                                   bytes, std::strerror(error)));
+  }
+  return MemfdMapping(fd, static_cast<uint8_t*>(data), bytes, /*owned=*/false);
+}
+
 MemfdMapping::MemfdMapping(MemfdMapping&& other) noexcept
-    : fd_(other.fd_), data_(other.data_), size_(other.size_) {
+    : fd_(other.fd_),
+      data_(other.data_),
+      size_(other.size_),
+      owned_(other.owned_) {
   other.fd_ = -1;
   other.data_ = nullptr;
   other.size_ = 0;
@@ -89,13 +113,13 @@ MemfdMapping::MemfdMapping(MemfdMapping&& other) noexcept
 
 MemfdMapping::~MemfdMapping() {
   if (data_ != nullptr) munmap(data_, size_);
-  if (fd_ >= 0) {
+  if (fd_ >= 0 && owned_) {
     // Free the pages now, even if a reference hrxd cannot see (an O_PATH
     // descriptor in some process) would keep the file itself alive.
     (void)fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
                     static_cast<off_t>(size_));
-    close(fd_);
   }
+  if (fd_ >= 0) close(fd_);
 }
 
 absl::StatusOr<int> MemfdMapping::ExportShm() const {

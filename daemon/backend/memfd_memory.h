@@ -44,6 +44,9 @@ uint64_t NextMemoryId();
 class MemfdMapping {
  public:
   static absl::StatusOr<MemfdMapping> Create(uint64_t bytes);
+  // Maps `bytes` of a memfd another process made (taking `fd`). Its pages
+  // are the maker's: they are not punched out when this mapping goes.
+  static absl::StatusOr<MemfdMapping> Adopt(int fd, uint64_t bytes);
   MemfdMapping(MemfdMapping&& other) noexcept;
   MemfdMapping& operator=(MemfdMapping&&) = delete;
   MemfdMapping(const MemfdMapping&) = delete;
@@ -60,12 +63,13 @@ class MemfdMapping {
   absl::StatusOr<int> ExportUdmabuf() const;
 
  private:
-  MemfdMapping(int fd, uint8_t* data, uint64_t size)
-      : fd_(fd), data_(data), size_(size) {}
+  MemfdMapping(int fd, uint8_t* data, uint64_t size, bool owned = true)
+      : fd_(fd), data_(data), size_(size), owned_(owned) {}
 
   int fd_;
   uint8_t* data_;
   uint64_t size_;
+  bool owned_;  // made here: its pages are freed when it goes
 };
 
 // True when this process can make dma-bufs from memfds.

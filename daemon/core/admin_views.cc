@@ -37,7 +37,7 @@ absl::Status AdminViews::RequireKnownCaller(const PeerIdentity& caller) const {
 }
 
 DeviceInfo AdminViews::device_info() const {
-  const backend::DeviceProperties& properties = backend_.properties();
+  const backend::DeviceProperties& properties = devices_.properties();
   return DeviceInfo{properties.backend, properties.name, properties.target,
                     properties.memory_bytes, queues_.capacity()};
 }
@@ -47,7 +47,7 @@ CoreStatus AdminViews::status() const {
   status.device = device_info();
   status.uptime_seconds = static_cast<uint64_t>(
       absl::ToInt64Seconds(sessions_.clock().Now() - started_));
-  status.bytes_in_use = backend_.bytes_in_use();
+  status.bytes_in_use = devices_.bytes_in_use();
   status.queues_created = queues_.created();
   const std::vector<SessionTable::Entry> sessions = sessions_.Select();
   status.sessions = sessions.size();

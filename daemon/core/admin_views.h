@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
+#include "daemon/core/device_set.h"
 #include "daemon/core/identity.h"
 #include "daemon/core/queue_pool.h"
 #include "daemon/core/session_table.h"
@@ -30,9 +31,9 @@ namespace hrx::daemon {
 
 class AdminViews {
  public:
-  AdminViews(const backend::Backend& backend, SessionTable& sessions,
-             Sharing& sharing, QueuePool& queues)
-      : backend_(backend),
+  AdminViews(const DeviceSet& devices, SessionTable& sessions, Sharing& sharing,
+             QueuePool& queues)
+      : devices_(devices),
         sessions_(sessions),
         sharing_(sharing),
         queues_(queues),
@@ -47,6 +48,11 @@ class AdminViews {
   absl::Status RequireKnownCaller(const PeerIdentity& caller) const;
 
   DeviceInfo device_info() const;
+  // Not OK once the device itself is lost.
+  absl::Status device_status() const { return devices_.device_status(); }
+  std::vector<backend::ExportKind> export_kinds() const {
+    return devices_.export_kinds();
+  }
   CoreStatus status() const;
   std::vector<TenantUsage> ListTenants() const;
   // Open sessions, of one tenant or all ("").
@@ -55,6 +61,9 @@ class AdminViews {
   std::vector<BufferSummary> ListBuffers(const std::string& tenant,
                                          uint64_t session) const;
 
+  // Executor processes, when work runs in them.
+  std::vector<ExecutorInfo> executors() const { return devices_.executors(); }
+
   absl::Status SetBudget(const std::string& tenant, const Limits& limits);
   // Takes a newly read config's tenants (see TenantRegistry::Reload).
   void ReloadTenants(TenantRegistry&& fresh);
@@ -62,7 +71,7 @@ class AdminViews {
   absl::Status SetQueueCount(uint64_t session, uint32_t count);
 
  private:
-  const backend::Backend& backend_;
+  const DeviceSet& devices_;
   SessionTable& sessions_;
   Sharing& sharing_;
   QueuePool& queues_;

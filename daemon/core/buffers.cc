@@ -58,7 +58,9 @@ absl::StatusOr<BufferInfo> Buffers::Allocate(uint64_t session, uint64_t bytes,
     }
   }
   if (memory == nullptr) {
-    auto fresh = backend_.Allocate(bytes, MemoryKindOf(kind),
+    HRX_ASSIGN_OR_RETURN(backend::Backend * backend,
+                         devices_.For(*owner->tenant));
+    auto fresh = backend->Allocate(bytes, MemoryKindOf(kind),
                                    kind == AllocationKind::kZeroed);
     if (!fresh.ok() &&
         fresh.status().code() == absl::StatusCode::kResourceExhausted) {
@@ -68,7 +70,7 @@ absl::StatusOr<BufferInfo> Buffers::Allocate(uint64_t session, uint64_t bytes,
         owner->allocation_pool = AllocationPool();
         owner->staging_pool = StagingPool();
       }
-      fresh = backend_.Allocate(bytes, MemoryKindOf(kind),
+      fresh = backend->Allocate(bytes, MemoryKindOf(kind),
                                 kind == AllocationKind::kZeroed);
     }
     if (!fresh.ok()) return fresh.status();

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "daemon/backend/backend.h"
+#include "daemon/core/device_set.h"
 #include "daemon/core/session_table.h"
 #include "daemon/core/sharing.h"
 #include "daemon/core/types.h"
@@ -26,8 +27,8 @@ namespace hrx::daemon {
 
 class Buffers {
  public:
-  Buffers(backend::Backend& backend, SessionTable& sessions, Sharing& sharing)
-      : backend_(backend), sessions_(sessions), sharing_(sharing) {}
+  Buffers(DeviceSet& devices, SessionTable& sessions, Sharing& sharing)
+      : devices_(devices), sessions_(sessions), sharing_(sharing) {}
 
   // A zero-byte request is rounded up to one byte. `stream` (0: none) is the
   // stream allocating it: commands binding only buffers of their own stream
@@ -40,7 +41,7 @@ class Buffers {
   absl::Status Free(uint64_t session, uint64_t buffer);
 
  private:
-  backend::Backend& backend_;
+  DeviceSet& devices_;
   SessionTable& sessions_;
   Sharing& sharing_;
 };

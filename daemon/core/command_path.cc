@@ -18,7 +18,7 @@ absl::StatusOr<StreamInfo> CommandPath::CreateStream(uint64_t session) {
                        owner->tenant->Reserve(Resource::kStreams, 1,
                                               "create stream", owner->Who()));
   HRX_ASSIGN_OR_RETURN(QueueAssignment assignment,
-                       queues_.Assign(owner->tenant->name()));
+                       queues_.Assign(*owner->tenant));
   auto entry = std::make_shared<StreamEntry>(
       next_stream_id_.fetch_add(1), assignment.index, assignment.queue);
   entry->charge = std::move(charge);

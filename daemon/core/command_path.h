@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "daemon/backend/backend.h"
+#include "daemon/core/device_set.h"
 #include "daemon/core/queue_pool.h"
 #include "daemon/core/session_table.h"
 #include "daemon/core/stream_gate.h"
@@ -36,9 +37,8 @@ namespace hrx::daemon {
 
 class CommandPath {
  public:
-  CommandPath(backend::Backend& backend, SessionTable& sessions,
-              QueuePool& queues)
-      : backend_(backend), sessions_(sessions), queues_(queues) {}
+  CommandPath(DeviceSet& devices, SessionTable& sessions, QueuePool& queues)
+      : devices_(devices), sessions_(sessions), queues_(queues) {}
 
   absl::StatusOr<StreamInfo> CreateStream(uint64_t session);
   // The handle dies at once; `done` runs after the stream's queued work.
@@ -78,7 +78,7 @@ class CommandPath {
   void ContinueSubmit(const std::shared_ptr<SubmitJob>& job, Deferred& after);
   void ResumeSubmit(const std::shared_ptr<SubmitJob>& job);
 
-  backend::Backend& backend_;
+  DeviceSet& devices_;
   SessionTable& sessions_;
   QueuePool& queues_;
   std::atomic<uint64_t> next_stream_id_{1};  // StreamEntry::id, never reused

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -71,22 +72,36 @@ std::shared_ptr<TenantRegistry> TenantsOf(const CoreOptions& options) {
 
 Core::Core(std::unique_ptr<backend::Backend> backend,
            const CoreOptions& options)
-    : backend_(std::move(backend)),
+    : Core(std::make_unique<SingleDevice>(std::move(backend)), options) {}
+
+Core::Core(std::unique_ptr<DeviceSet> devices, const CoreOptions& options)
+    : devices_(std::move(devices)),
       authority_(options.authority ? *options.authority
                                    : HandleAuthority::FromKernelRandom()),
-      queues_(*backend_, options.queue_count),
+      queues_(*devices_, options.queue_count),
       watcher_(std::make_unique<ProcessWatcher>(
           [this](pid_t pid) { ProcessExited(pid); })),
       sessions_(TenantsOf(options),
                 options.clock != nullptr ? *options.clock : Clock::Real()),
       sharing_(sessions_, *watcher_, options.ticket_lifetime),
-      buffers_(*backend_, sessions_, sharing_),
-      kernels_(*backend_, sessions_),
-      commands_(*backend_, sessions_, queues_),
+      buffers_(*devices_, sessions_, sharing_),
+      kernels_(*devices_, sessions_),
+      commands_(*devices_, sessions_, queues_),
       events_(sessions_),
       graphs_(sessions_),
-      admin_(*backend_, sessions_, sharing_, queues_),
+      admin_(*devices_, sessions_, sharing_, queues_),
       remote_session_lease_(options.remote_session_lease) {
+  devices_->SetLostCallback(
+      [this](const std::vector<std::string>& tenants, const absl::Status& why) {
+        TenantsLost(tenants, why);
+      });
+  // Tenants of their own executor get it now, not at first use: start-up
+  // costs (a GPU context) are paid before clients wait on them, and a
+  // tenant whose executor cannot start is known at once. A failure is not
+  // fatal here: the tenant's first call reports it.
+  for (const std::shared_ptr<Tenant>& tenant : sessions_.tenants().All()) {
+    if (tenant->own_executor()) (void)devices_->For(*tenant);
+  }
   if (options.housekeeping_interval > absl::ZeroDuration()) {
     housekeeper_ = std::make_unique<Ticker>(
         options.housekeeping_interval,
@@ -185,6 +200,19 @@ void Core::ProcessExited(pid_t pid) {
   }
   // Its mappings are gone with it: the memory they kept can go.
   sharing_.ProcessExited(pid);
+}
+
+void Core::TenantsLost(const std::vector<std::string>& tenants,
+                       const absl::Status& why) {
+  for (const std::string& tenant : tenants) queues_.Retire(tenant);
+  for (const auto& [handle, session] :
+       sessions_.Select([&](uint64_t, const Session& s) {
+         return std::find(tenants.begin(), tenants.end(), s.tenant->name()) !=
+                tenants.end();
+       })) {
+    CloseSession(handle, [](absl::StatusOr<CloseSummary>) {});
+  }
+  (void)why;  // already reported to each stream by its queue
 }
 
 void Core::Housekeep(absl::Time now) {

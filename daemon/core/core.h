@@ -45,6 +45,7 @@
 #include "daemon/core/buffers.h"
 #include "daemon/core/clock.h"
 #include "daemon/core/command_path.h"
+#include "daemon/core/device_set.h"
 #include "daemon/core/events.h"
 #include "daemon/core/graphs.h"
 #include "daemon/core/handle_authority.h"
@@ -84,7 +85,10 @@ using CloseDone = std::function<void(absl::StatusOr<CloseSummary>)>;
 
 class Core {
  public:
+  // Every tenant's work on `backend`, in this process.
   Core(std::unique_ptr<backend::Backend> backend, const CoreOptions& options);
+  // Each tenant's work where `devices` puts it (executors).
+  Core(std::unique_ptr<DeviceSet> devices, const CoreOptions& options);
   ~Core();  // drains every queue
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
@@ -123,11 +127,6 @@ class Core {
   void Housekeep(absl::Time now);
 
   // --- The device -----------------------------------------------------------
-  // The backend's device_status(): not OK once the device is lost.
-  absl::Status device_status() const { return backend_->device_status(); }
-  std::vector<backend::ExportKind> export_kinds() const {
-    return backend_->export_kinds();
-  }
   // Waits for everything enqueued so far (daemon shutdown).
   void Drain() { queues_.DrainAll(); }
   // As Drain, for at most `limit`; false when work was still running then.
@@ -137,9 +136,14 @@ class Core {
   // The process died without closing its sessions: close them now, and
   // release what its descriptors kept.
   void ProcessExited(pid_t pid);
+  // The backend of `tenants` was lost (an executor died): their sessions,
+  // whose pending work already failed with the loss, end; their queues are
+  // set aside so new sessions run on the restarted executor.
+  void TenantsLost(const std::vector<std::string>& tenants,
+                   const absl::Status& why);
 
   // Constant after construction.
-  const std::unique_ptr<backend::Backend> backend_;
+  const std::unique_ptr<DeviceSet> devices_;
   const HandleAuthority authority_;
   QueuePool queues_;  // internally synchronized
   RefusalCounter refusals_;

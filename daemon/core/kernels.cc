@@ -58,8 +58,10 @@ absl::StatusOr<KernelInfo> Kernels::Load(
               entry, owner->kernels.size(), kMaxKernelsPerSession));
     }
   }
+  HRX_ASSIGN_OR_RETURN(backend::Backend * backend,
+                       devices_.For(*owner->tenant));
   HRX_ASSIGN_OR_RETURN(backend::KernelRef kernel,
-                       backend_.LoadKernel(code, entry));
+                       backend->LoadKernel(code, entry));
   if (declared != nullptr &&
       (declared->args != kernel->signature().args ||
        declared->workgroup_size != kernel->signature().workgroup_size)) {

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "daemon/backend/backend.h"
+#include "daemon/core/device_set.h"
 #include "daemon/core/session_table.h"
 #include "daemon/core/types.h"
 
@@ -24,8 +25,8 @@ namespace hrx::daemon {
 
 class Kernels {
  public:
-  Kernels(backend::Backend& backend, SessionTable& sessions)
-      : backend_(backend), sessions_(sessions) {}
+  Kernels(DeviceSet& devices, SessionTable& sessions)
+      : devices_(devices), sessions_(sessions) {}
 
   // Loads `entry` from `code` and learns its signature. When `declared` is
   // set, it must match what the module declares ("signature_mismatch").
@@ -37,7 +38,7 @@ class Kernels {
   absl::Status Unload(uint64_t session, uint64_t kernel);
 
  private:
-  backend::Backend& backend_;
+  DeviceSet& devices_;
   SessionTable& sessions_;
 };
 

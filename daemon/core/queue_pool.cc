@@ -7,20 +7,22 @@
 
 namespace hrx::daemon {
 
-QueuePool::QueuePool(backend::Backend& backend, uint32_t capacity)
-    : backend_(backend), capacity_(capacity) {}
+QueuePool::QueuePool(DeviceSet& devices, uint32_t capacity)
+    : devices_(devices), capacity_(capacity) {}
 
-absl::StatusOr<QueueAssignment> QueuePool::Assign(const std::string& tenant) {
+absl::StatusOr<QueueAssignment> QueuePool::Assign(const Tenant& tenant) {
   absl::MutexLock lock(&mu_);
   if (closed_) {
     return Refusal(Reason::kShuttingDown,
                    "create stream: hrxd is stopping and runs no new queues. "
                    "Fix: reconnect once it has restarted.");
   }
-  TenantQueues& pool = pools_[tenant];
+  TenantQueues& pool = pools_[tenant.name()];
   const uint32_t index = pool.next;
   if (index == pool.queues.size()) {
-    auto queue = backend_.CreateQueue();
+    auto backend = devices_.For(tenant);
+    if (!backend.ok()) return backend.status();
+    auto queue = (*backend)->CreateQueue();
     if (!queue.ok()) return queue.status();
     pool.queues.push_back(*std::move(queue));
     ++created_;
@@ -29,14 +31,25 @@ absl::StatusOr<QueueAssignment> QueuePool::Assign(const std::string& tenant) {
   return QueueAssignment{index, pool.queues[index].get()};
 }
 
+void QueuePool::Retire(const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  auto it = pools_.find(tenant);
+  if (it == pools_.end()) return;
+  for (auto& queue : it->second.queues) retired_.push_back(std::move(queue));
+  pools_.erase(it);
+}
+
 void QueuePool::Close() {
   std::map<std::string, TenantQueues> closing;
+  std::vector<std::unique_ptr<backend::Queue>> retired;
   {
     absl::MutexLock lock(&mu_);
     closed_ = true;
     closing.swap(pools_);
+    retired.swap(retired_);
   }
   closing.clear();  // each queue drains as it is destroyed, unlocked
+  retired.clear();
 }
 
 std::vector<backend::Queue*> QueuePool::AllQueues() const {

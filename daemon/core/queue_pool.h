@@ -19,6 +19,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
+#include "daemon/core/device_set.h"
+#include "daemon/core/tenants.h"
 
 namespace hrx::daemon {
 
@@ -33,10 +35,14 @@ struct QueueAssignment {
 
 class QueuePool {
  public:
-  QueuePool(backend::Backend& backend, uint32_t capacity);
+  QueuePool(DeviceSet& devices, uint32_t capacity);
 
-  // A queue of `tenant`'s own pool (index within that pool).
-  absl::StatusOr<QueueAssignment> Assign(const std::string& tenant);
+  // A queue of `tenant`'s own pool (index within that pool), made by the
+  // tenant's backend.
+  absl::StatusOr<QueueAssignment> Assign(const Tenant& tenant);
+  // `tenant`'s backend was lost: its queues are set aside (streams that
+  // still name them see them fail) and the next Assign makes new ones.
+  void Retire(const std::string& tenant);
   uint32_t capacity() const;
   uint32_t created() const;
 
@@ -57,7 +63,7 @@ class QueuePool {
   void Close();
 
  private:
-  backend::Backend& backend_;
+  DeviceSet& devices_;
 
   mutable absl::Mutex mu_;
   uint32_t capacity_ ABSL_GUARDED_BY(mu_);
@@ -66,6 +72,9 @@ class QueuePool {
     uint32_t next = 0;
   };
   std::map<std::string, TenantQueues> pools_ ABSL_GUARDED_BY(mu_);
+  // Queues of lost backends: kept (they fail whatever still names them)
+  // until Close, since streams hold their addresses.
+  std::vector<std::unique_ptr<backend::Queue>> retired_ ABSL_GUARDED_BY(mu_);
   uint32_t created_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<backend::Queue*> AllQueues() const;

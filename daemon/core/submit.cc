@@ -29,7 +29,7 @@ bool StagingFull(Session& session, StreamEntry& stream, uint64_t size) {
 // Enqueues one prepared step on the stream's queue: the fence it returned,
 // or nullopt when the step enqueues nothing (empty ranges are valid no-ops,
 // events are recorded in the core).
-absl::StatusOr<std::optional<Fence>> EnqueueStep(backend::Backend& backend,
+absl::StatusOr<std::optional<Fence>> EnqueueStep(DeviceSet& devices,
                                                  Session& session,
                                                  StreamEntry& stream,
                                                  Prepared& step) {
@@ -59,7 +59,9 @@ absl::StatusOr<std::optional<Fence>> EnqueueStep(backend::Backend& backend,
               staging = session.staging_pool.Take(size, StagingUsage::kUpload);
             }
             if (staging == nullptr) {
-              auto fresh = backend.Allocate(
+              auto backend = devices.For(*session.tenant);
+              if (!backend.ok()) return backend.status();
+              auto fresh = (*backend)->Allocate(
                   size, backend::MemoryKind::kHostCoherent, false);
               if (!fresh.ok()) return fresh.status();
               staging = *std::move(fresh);
@@ -224,7 +226,7 @@ void CommandPath::ContinueSubmit(const std::shared_ptr<SubmitJob>& job,
           });
       return;
     }
-    auto fence = EnqueueStep(backend_, s, target, step);
+    auto fence = EnqueueStep(devices_, s, target, step);
     if (!fence.ok()) {
       // A backend refusing work is a device failure.
       DropUnpublishedEvents(s, job->plan);

@@ -128,6 +128,17 @@ std::string_view RoleName(Role role) {
   return "ROLE_CLIENT";
 }
 
+Isolation IsolationFromConfig(hrx::v1::Isolation isolation) {
+  switch (isolation) {
+    case hrx::v1::ISOLATION_OWN_EXECUTOR:
+      return Isolation::kOwnExecutor;
+    case hrx::v1::ISOLATION_SHARED_EXECUTOR:
+      return Isolation::kSharedExecutor;
+    default:
+      return Isolation::kDefault;
+  }
+}
+
 Role RoleFromConfig(hrx::v1::Role role) {
   switch (role) {
     case hrx::v1::ROLE_OBSERVER:
@@ -263,6 +274,7 @@ absl::StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::Parse(
     entry.tenant = std::make_shared<Tenant>(
         tenant.name(), RoleFromConfig(tenant.role()),
         LimitsFromBudget(tenant.budget()), tenant.load_kernels());
+    entry.tenant->set_isolation(IsolationFromConfig(tenant.isolation()));
     entry.uids.assign(tenant.uids().begin(), tenant.uids().end());
     entry.gids.assign(tenant.gids().begin(), tenant.gids().end());
     entry.subjects.assign(tenant.certificate_subjects().begin(),
@@ -320,6 +332,7 @@ void TenantRegistry::Reload(TenantRegistry&& fresh) {
       existing->SetLimits(incoming->limits());
       existing->set_role(incoming->role());
       existing->set_load_kernels(incoming->load_kernels());
+      existing->set_isolation(incoming->isolation());
       incoming = existing;
     }
   };

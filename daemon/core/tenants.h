@@ -26,6 +26,13 @@
 
 namespace hrx::daemon {
 
+// Where a tenant's device work runs (the config's hrx.v1.Isolation).
+enum class Isolation : uint8_t {
+  kDefault,         // its own executor if it may load kernels, else shared
+  kOwnExecutor,     // an executor process of its own
+  kSharedExecutor,  // the executor shared by trusted tenants
+};
+
 // What a tenant may do; the config's hrx.v1.Role, read once at parse time.
 enum class Role : uint8_t {
   kClient,    // uses the device within its budget
@@ -35,6 +42,7 @@ enum class Role : uint8_t {
 // As the config spells it ("ROLE_ADMIN"), for messages.
 std::string_view RoleName(Role role);
 Role RoleFromConfig(hrx::v1::Role role);
+Isolation IsolationFromConfig(hrx::v1::Isolation isolation);
 
 enum class Resource : uint8_t {
   kDeviceBytes = 0,
@@ -127,6 +135,15 @@ class Tenant : public std::enable_shared_from_this<Tenant> {
   // Whether the config lets this tenant load kernels (Tenant.load_kernels).
   bool load_kernels() const { return load_kernels_.load(); }
   void set_load_kernels(bool allowed) { load_kernels_.store(allowed); }
+  // Whether its work runs in an executor of its own (Tenant.isolation;
+  // by default, tenants that may load kernels do).
+  bool own_executor() const {
+    const Isolation isolation = isolation_.load();
+    return isolation == Isolation::kOwnExecutor ||
+           (isolation == Isolation::kDefault && load_kernels());
+  }
+  Isolation isolation() const { return isolation_.load(); }
+  void set_isolation(Isolation isolation) { isolation_.store(isolation); }
 
  private:
   friend class Charge;
@@ -135,6 +152,7 @@ class Tenant : public std::enable_shared_from_this<Tenant> {
   const std::string name_;
   std::atomic<Role> role_;  // a reload may change it
   std::atomic<bool> load_kernels_;
+  std::atomic<Isolation> isolation_{Isolation::kDefault};
   mutable absl::Mutex mu_;
   Limits limits_ ABSL_GUARDED_BY(mu_);
   UsageCounts usage_ ABSL_GUARDED_BY(mu_) = {};

@@ -476,7 +476,7 @@ grpc::ServerUnaryReactor* DaemonStatusService::GetStatus(
   response->set_kernels(status.kernels);
   response->set_events(status.events);
   response->set_queues_created(status.queues_created);
-  for (backend::ExportKind kind : core_.export_kinds()) {
+  for (backend::ExportKind kind : core_.admin().export_kinds()) {
     response->add_handle_kinds(kind == backend::ExportKind::kShm ? "shm"
                                                                  : "dmabuf");
   }

@@ -65,6 +65,13 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options)
           "start hrxd with a larger --cpu_memory_bytes")),
       pool_(std::max(1u, std::thread::hardware_concurrency())) {}
 
+absl::StatusOr<MemoryRef> CpuBackend::ImportShm(int fd, uint64_t bytes,
+                                                MemoryKind kind) {
+  auto memory = CpuMemory::Adopt(fd, bytes, kind);
+  if (!memory.ok()) return memory.status();
+  return MemoryRef(*std::move(memory));
+}
+
 absl::StatusOr<MemoryRef> CpuBackend::Allocate(uint64_t bytes, MemoryKind kind,
                                                bool zeroed) {
   // A fresh memfd reads as zero, so `zeroed` costs nothing here.

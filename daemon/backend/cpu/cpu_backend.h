@@ -24,6 +24,8 @@ class CpuBackend final : public Backend {
   const DeviceProperties& properties() const override { return properties_; }
   absl::StatusOr<MemoryRef> Allocate(uint64_t bytes, MemoryKind kind,
                                      bool zeroed) override;
+  absl::StatusOr<MemoryRef> ImportShm(int fd, uint64_t bytes,
+                                      MemoryKind kind) override;
   absl::StatusOr<std::unique_ptr<Queue>> CreateQueue() override;
   absl::StatusOr<KernelRef> LoadKernel(std::string_view code,
                                        const std::string& entry) override;

@@ -17,6 +17,15 @@ absl::StatusOr<std::shared_ptr<CpuMemory>> CpuMemory::Create(
       new CpuMemory(*std::move(mapping), kind, std::move(accounting)));
 }
 
+absl::StatusOr<std::shared_ptr<CpuMemory>> CpuMemory::Adopt(int fd,
+                                                            uint64_t bytes,
+                                                            MemoryKind kind) {
+  auto mapping = MemfdMapping::Adopt(fd, bytes);
+  if (!mapping.ok()) return mapping.status();
+  return std::shared_ptr<CpuMemory>(
+      new CpuMemory(*std::move(mapping), kind, nullptr));
+}
+
 CpuMemory::CpuMemory(MemfdMapping mapping, MemoryKind kind,
                      std::shared_ptr<MemoryAccounting> accounting)
     : mapping_(std::move(mapping)),
@@ -29,6 +38,8 @@ absl::StatusOr<int> CpuMemory::ExportFd(ExportKind kind) const {
                                   : mapping_.ExportUdmabuf();
 }
 
-CpuMemory::~CpuMemory() { accounting_->Release(mapping_.size()); }
+CpuMemory::~CpuMemory() {
+  if (accounting_ != nullptr) accounting_->Release(mapping_.size());
+}
 
 }  // namespace hrx::backend

@@ -19,6 +19,11 @@ class CpuMemory final : public Memory {
   static absl::StatusOr<std::shared_ptr<CpuMemory>> Create(
       uint64_t bytes, MemoryKind kind,
       std::shared_ptr<MemoryAccounting> accounting);
+  // The pages of a memfd another process made (see MemfdMapping::Adopt),
+  // counted against no limit here.
+  static absl::StatusOr<std::shared_ptr<CpuMemory>> Adopt(int fd,
+                                                          uint64_t bytes,
+                                                          MemoryKind kind);
   ~CpuMemory() override;
   CpuMemory(const CpuMemory&) = delete;
   CpuMemory& operator=(const CpuMemory&) = delete;

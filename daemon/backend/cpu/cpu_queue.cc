@@ -18,9 +18,7 @@ namespace hrx::backend {
 namespace {
 
 // The core only hands a queue memory from the same backend.
-uint8_t* Bytes(const MemoryRef& memory) {
-  return static_cast<CpuMemory*>(memory.get())->data();
-}
+uint8_t* Bytes(const MemoryRef& memory) { return memory->host_address(); }
 
 }  // namespace
 

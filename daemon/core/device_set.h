@@ -1,0 +1,86 @@
+// Where the core's device work runs: one backend in hrxd for every tenant,
+// or a backend per executor process (daemon/executor), chosen per tenant by
+// its isolation. The core asks for a tenant's backend each time it
+// allocates, loads a kernel or creates a queue, so a restarted executor is
+// picked up by new work.
+//
+// Thread-safe.
+#ifndef HRX_DAEMON_CORE_DEVICE_SET_H_
+#define HRX_DAEMON_CORE_DEVICE_SET_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "daemon/backend/backend.h"
+#include "daemon/core/tenants.h"
+
+namespace hrx::daemon {
+
+// One executor process, for admins.
+struct ExecutorInfo {
+  std::string name;  // the tenant it serves, or "shared"
+  pid_t pid = 0;     // 0 while it is down
+  bool running = false;
+  uint64_t restarts = 0;
+  uint64_t bytes_in_use = 0;
+  std::vector<std::string> tenants;  // tenants whose work it has run
+  std::string last_loss;             // why it last went down
+};
+
+class DeviceSet {
+ public:
+  virtual ~DeviceSet() = default;
+
+  // The backend running `tenant`'s work. UNAVAILABLE "executor_restarting"
+  // while its executor comes back after a loss.
+  virtual absl::StatusOr<backend::Backend*> For(const Tenant& tenant) = 0;
+  // The device, as its backends describe it.
+  virtual const backend::DeviceProperties& properties() const = 0;
+  virtual uint64_t bytes_in_use() const = 0;
+  virtual std::vector<backend::ExportKind> export_kinds() const = 0;
+  // Not OK once the device itself is lost (not when one executor is).
+  virtual absl::Status device_status() const = 0;
+  virtual std::vector<ExecutorInfo> executors() const { return {}; }
+
+  // Who to tell when a backend is lost with the tenants whose work ran on
+  // it (an executor crashed, hung or was killed): their sessions end.
+  using LostCallback = std::function<void(
+      const std::vector<std::string>& tenants, const absl::Status& why)>;
+  virtual void SetLostCallback(LostCallback lost) {}
+};
+
+// Every tenant's work on one backend, in hrxd's own process.
+class SingleDevice final : public DeviceSet {
+ public:
+  explicit SingleDevice(std::unique_ptr<backend::Backend> backend)
+      : backend_(std::move(backend)) {}
+
+  absl::StatusOr<backend::Backend*> For(const Tenant&) override {
+    return backend_.get();
+  }
+  const backend::DeviceProperties& properties() const override {
+    return backend_->properties();
+  }
+  uint64_t bytes_in_use() const override { return backend_->bytes_in_use(); }
+  std::vector<backend::ExportKind> export_kinds() const override {
+    return backend_->export_kinds();
+  }
+  absl::Status device_status() const override {
+    return backend_->device_status();
+  }
+
+ private:
+  const std::unique_ptr<backend::Backend> backend_;
+};
+
+}  // namespace hrx::daemon
+
+#endif  // HRX_DAEMON_CORE_DEVICE_SET_H_

@@ -1,0 +1,265 @@
+#include "daemon/executor/executor_link.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "daemon/executor/remote_queue.h"
+#include "shared/refusal.h"
+
+namespace hrx::executor {
+namespace {
+
+namespace wire = hrx::executor::v1;
+
+absl::Status Lost(const std::string& tenant, const std::string& why) {
+  return Refusal(Reason::kExecutorLost,
+                 absl::StrFormat("the executor of tenant \"%s\" %s. Fix: "
+                                 "open a new session (hrxd restarts the "
+                                 "executor); find the faulting kernel in "
+                                 "hrxd's log.",
+                                 tenant, why));
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<ExecutorLink>> ExecutorLink::Open(
+    shared::UniqueFd socket, std::string tenant, absl::Duration call_limit,
+    Cause cause) {
+  pollfd ready{socket.get(), POLLIN, 0};
+  const int waited =
+      poll(&ready, 1, static_cast<int>(absl::ToInt64Milliseconds(call_limit)));
+  FrameReader first(socket.get());
+  std::string bytes;
+  wire::Event event;
+  if (waited != 1 || !first.Next(&bytes) || !event.ParseFromString(bytes) ||
+      !event.has_hello()) {
+    absl::Status why = cause();
+    return why.ok() ? Lost(tenant, "did not start") : why;
+  }
+  auto link = std::shared_ptr<ExecutorLink>(new ExecutorLink(
+      std::move(socket), std::move(tenant), call_limit, std::move(cause)));
+  link->hello_ = event.hello();
+  link->reader_thread_ = std::thread([raw = link.get()] { raw->ReadLoop(); });
+  link->deliver_thread_ =
+      std::thread([raw = link.get()] { raw->DeliverLoop(); });
+  return link;
+}
+
+ExecutorLink::ExecutorLink(shared::UniqueFd socket, std::string tenant,
+                           absl::Duration call_limit, Cause cause)
+    : socket_(std::move(socket)),
+      tenant_(std::move(tenant)),
+      call_limit_(call_limit),
+      cause_(std::move(cause)),
+      reader_(socket_.get()),
+      writer_(socket_.get()) {}
+
+ExecutorLink::~ExecutorLink() {
+  // The owner has killed the process (or it exited): the reader ends.
+  shutdown(socket_.get(), SHUT_RDWR);
+  if (reader_thread_.joinable()) reader_thread_.join();
+  if (deliver_thread_.joinable()) deliver_thread_.join();
+}
+
+absl::StatusOr<ExecutorLink::Answer> ExecutorLink::Call(wire::Request request,
+                                                        shared::UniqueFd fd) {
+  Pending pending;
+  request.set_id(NewId());
+  {
+    absl::MutexLock lock(&mu_);
+    if (!lost_.ok()) return lost_;
+    calls_[request.id()] = &pending;
+  }
+  writer_.Send(request, std::move(fd));
+  absl::MutexLock lock(&mu_);
+  auto answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return pending.done || !lost_.ok();
+  };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&answered), call_limit_)) {
+    calls_.erase(request.id());
+    mu_.Unlock();
+    Lose(Lost(tenant_, absl::StrFormat("did not answer within %s (hung)",
+                                       absl::FormatDuration(call_limit_))));
+    mu_.Lock();
+    return lost_;
+  }
+  calls_.erase(request.id());
+  if (!pending.done) return lost_;
+  const wire::Reply& reply = pending.answer.reply;
+  if (reply.code() != 0) return StatusFromWire(reply.code(), reply.message());
+  return std::move(pending.answer);
+}
+
+void ExecutorLink::Post(const wire::Request& request, shared::UniqueFd fd) {
+  writer_.Send(request, std::move(fd));
+}
+
+void ExecutorLink::Attach(uint64_t queue, RemoteQueue* target) {
+  absl::MutexLock lock(&mu_);
+  queues_[queue] = target;
+}
+
+void ExecutorLink::Detach(uint64_t queue) {
+  absl::MutexLock delivering(&deliver_mu_);
+  absl::MutexLock lock(&mu_);
+  queues_.erase(queue);
+}
+
+uint64_t ExecutorLink::CachedGraph(const backend::GraphRef& plan) {
+  std::vector<uint64_t> forgotten;
+  uint64_t id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = graphs_.begin(); it != graphs_.end();) {
+      if (it->second.plan.expired()) {
+        forgotten.push_back(it->second.id);
+        graphs_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+    auto found = graphs_.find(plan.get());
+    if (found != graphs_.end()) id = found->second.id;
+  }
+  for (uint64_t gone : forgotten) {
+    wire::Request forget;
+    forget.mutable_forget()->set_kind(wire::Forget::KIND_GRAPH);
+    forget.mutable_forget()->set_object(gone);
+    Post(forget);
+  }
+  return id;
+}
+
+void ExecutorLink::CacheGraph(const backend::GraphRef& plan, uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  graphs_[plan.get()] = Defined{plan, id};
+}
+
+absl::Status ExecutorLink::lost() const {
+  absl::MutexLock lock(&mu_);
+  return lost_;
+}
+
+void ExecutorLink::Lose(absl::Status why) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!lost_.ok()) return;
+    lost_ = std::move(why);
+  }
+  NotifyLost();
+}
+
+bool ExecutorLink::Stalled(absl::Time now, absl::Duration limit) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, queue] : queues_) {
+    if (queue->StalledSince(now) > limit) return true;
+  }
+  return false;
+}
+
+void ExecutorLink::ReadLoop() {
+  std::string bytes;
+  wire::Event event;
+  while (reader_.Next(&bytes)) {
+    if (!event.ParseFromString(bytes)) break;
+    if (event.has_reply()) {
+      Deliver(event);
+      continue;
+    }
+    absl::MutexLock lock(&mu_);
+    events_.push_back(std::move(event));
+    event.Clear();
+  }
+  absl::Status why = cause_();
+  // Calls fail now; queues hear of it once the events read before the end
+  // are delivered (their completions stand).
+  absl::MutexLock lock(&mu_);
+  if (lost_.ok())
+    lost_ = why.ok() ? Lost(tenant_, "closed its connection") : why;
+  reading_done_ = true;
+}
+
+void ExecutorLink::DeliverLoop() {
+  while (true) {
+    wire::Event event;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return reading_done_ || !events_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (events_.empty()) break;  // read to the end, all delivered
+      event = std::move(events_.front());
+      events_.pop_front();
+    }
+    absl::MutexLock delivering(&deliver_mu_);
+    Deliver(event);
+  }
+  absl::MutexLock delivering(&deliver_mu_);
+  NotifyLost();
+}
+
+void ExecutorLink::NotifyLost() {
+  // The delivery thread holds deliver_mu_ already when a callback it runs
+  // loses the link.
+  const bool delivering_here =
+      std::this_thread::get_id() == deliver_thread_.get_id();
+  if (!delivering_here) deliver_mu_.Lock();
+  std::vector<RemoteQueue*> queues;
+  absl::Status why;
+  {
+    absl::MutexLock lock(&mu_);
+    why = lost_;
+    for (auto& [id, queue] : queues_) queues.push_back(queue);
+  }
+  for (RemoteQueue* queue : queues) queue->OnLost(why);
+  if (!delivering_here) deliver_mu_.Unlock();
+}
+
+void ExecutorLink::Deliver(wire::Event& event) {
+  if (event.has_reply()) {
+    wire::Reply& reply = *event.mutable_reply();
+    served_.store(true);
+    shared::UniqueFd fd =
+        reply.has_fd() ? reader_.TakeFd() : shared::UniqueFd();
+    absl::MutexLock lock(&mu_);
+    auto it = calls_.find(reply.id());
+    if (it == calls_.end()) return;  // the caller gave up
+    it->second->answer = Answer{std::move(reply), std::move(fd)};
+    it->second->done = true;
+    return;
+  }
+  uint64_t queue_id = 0;
+  if (event.has_progress()) queue_id = event.progress().queue();
+  if (event.has_queue_failed()) queue_id = event.queue_failed().queue();
+  if (event.has_read_data()) queue_id = event.read_data().queue();
+  if (event.has_profile()) queue_id = event.profile().queue();
+  RemoteQueue* queue = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = queues_.find(queue_id);
+    if (it != queues_.end()) queue = it->second;
+  }
+  if (queue == nullptr) return;
+  if (event.has_progress()) queue->OnProgress(event.progress().completed());
+  if (event.has_queue_failed()) {
+    const wire::QueueFailed& failed = event.queue_failed();
+    queue->OnFailed(failed.fence(),
+                    StatusFromWire(failed.code(), failed.message()));
+  }
+  if (event.has_read_data()) {
+    queue->OnReadData(event.read_data().fence(),
+                      std::move(*event.mutable_read_data()->mutable_data()));
+  }
+  if (event.has_profile()) {
+    const wire::Profile& profile = event.profile();
+    queue->OnProfile(profile.fence(), {profile.nanoseconds().begin(),
+                                       profile.nanoseconds().end()});
+  }
+}
+
+}  // namespace hrx::executor

@@ -1,0 +1,141 @@
+// hrxd's end of one executor process: the socket, the calls waiting for
+// replies, and the queues that receive the executor's events. Shared by the
+// RemoteBackend, queues, memory and kernels of that executor.
+//
+// Contract: once the link is lost (the executor exited, was killed, broke
+// the protocol or did not answer within the call limit) every waiting call
+// and every queue's pending completion gets the loss's status, and so does
+// everything asked of the link afterwards.
+//
+// Thread-safe. A reader thread takes the executor's frames and answers
+// calls; queue events go to a second thread, which runs completion callbacks
+// (those may call into the link, even wait on a Call).
+#ifndef HRX_DAEMON_EXECUTOR_EXECUTOR_LINK_H_
+#define HRX_DAEMON_EXECUTOR_EXECUTOR_LINK_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/backend/backend.h"
+#include "daemon/executor/frame_io.h"
+#include "hrx/executor/v1/executor.pb.h"
+#include "shared/unique_fd.h"
+
+namespace hrx::executor {
+
+class RemoteQueue;
+
+class ExecutorLink {
+ public:
+  struct Answer {
+    hrx::executor::v1::Reply reply;
+    shared::UniqueFd fd;
+  };
+  // Describes why the executor went away (the owner reaps the process).
+  using Cause = std::function<absl::Status()>;
+
+  // Takes the socket of a started executor and reads its Hello, waiting at
+  // most `call_limit`. `cause` is asked once the socket ends.
+  static absl::StatusOr<std::shared_ptr<ExecutorLink>> Open(
+      shared::UniqueFd socket, std::string tenant, absl::Duration call_limit,
+      Cause cause);
+  ~ExecutorLink();
+  ExecutorLink(const ExecutorLink&) = delete;
+  ExecutorLink& operator=(const ExecutorLink&) = delete;
+
+  // Sends `request` (with a fresh id) and waits for its reply, at most the
+  // call limit (then the link is lost as hung).
+  absl::StatusOr<Answer> Call(hrx::executor::v1::Request request,
+                              shared::UniqueFd fd = shared::UniqueFd());
+  // Sends a one-way request.
+  void Post(const hrx::executor::v1::Request& request,
+            shared::UniqueFd fd = shared::UniqueFd());
+  // A fresh name for an object of this executor.
+  uint64_t NewId() { return next_id_.fetch_add(1); }
+
+  void Attach(uint64_t queue, RemoteQueue* target);
+  void Detach(uint64_t queue);
+
+  // The executor's id for `plan` if it was defined there (0 if not); plans
+  // gone since are forgotten there.
+  uint64_t CachedGraph(const backend::GraphRef& plan);
+  void CacheGraph(const backend::GraphRef& plan, uint64_t id);
+
+  // OK while the executor serves.
+  absl::Status lost() const;
+  // Ends the link with `why` (for a hang or an exit seen by the owner).
+  void Lose(absl::Status why);
+  // Whether a queue has had work outstanding without progress for longer
+  // than `limit`.
+  bool Stalled(absl::Time now, absl::Duration limit) const;
+
+  const hrx::executor::v1::Hello& hello() const { return hello_; }
+  const std::string& tenant() const { return tenant_; }
+  // Whether the executor answered any call: it started and served, so a
+  // loss is not a failure to start.
+  bool served() const { return served_.load(); }
+  // Bytes of the executor's allocations hrxd (or queued work) still holds.
+  uint64_t bytes_in_use() const { return bytes_in_use_.load(); }
+  void Charge(uint64_t bytes) { bytes_in_use_.fetch_add(bytes); }
+  void Uncharge(uint64_t bytes) { bytes_in_use_.fetch_sub(bytes); }
+
+ private:
+  ExecutorLink(shared::UniqueFd socket, std::string tenant,
+               absl::Duration call_limit, Cause cause);
+  void ReadLoop();
+  void DeliverLoop();
+  // Tells every attached queue the link's loss status.
+  void NotifyLost();
+  void Deliver(hrx::executor::v1::Event& event);
+
+  const shared::UniqueFd socket_;
+  const std::string tenant_;
+  const absl::Duration call_limit_;
+  const Cause cause_;
+  FrameReader reader_;  // the reader thread's
+  FrameWriter writer_;
+  hrx::executor::v1::Hello hello_;
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<uint64_t> bytes_in_use_{0};
+  std::atomic<bool> served_{false};
+
+  mutable absl::Mutex mu_;
+  absl::Status lost_ ABSL_GUARDED_BY(mu_);
+  struct Pending {
+    bool done = false;
+    Answer answer;
+  };
+  absl::flat_hash_map<uint64_t, Pending*> calls_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, RemoteQueue*> queues_ ABSL_GUARDED_BY(mu_);
+  struct Defined {
+    std::weak_ptr<const backend::GraphPlan> plan;
+    uint64_t id = 0;
+  };
+  absl::flat_hash_map<const backend::GraphPlan*, Defined> graphs_
+      ABSL_GUARDED_BY(mu_);
+  // Queue events waiting for the delivery thread, in arrival order.
+  std::deque<hrx::executor::v1::Event> events_ ABSL_GUARDED_BY(mu_);
+  bool reading_done_ ABSL_GUARDED_BY(mu_) = false;
+  // Held while an event is delivered to a queue: Detach waits for it.
+  absl::Mutex deliver_mu_;
+  std::thread reader_thread_;
+  std::thread deliver_thread_;
+};
+
+}  // namespace hrx::executor
+
+#endif  // HRX_DAEMON_EXECUTOR_EXECUTOR_LINK_H_

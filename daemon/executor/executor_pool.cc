@@ -1,0 +1,276 @@
+#include "daemon/executor/executor_pool.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "daemon/executor/executor_main.h"
+#include "shared/refusal.h"
+
+extern char** environ;
+
+namespace hrx::executor {
+namespace {
+
+// How a reaped executor ended, for its tenants' refusals and the log.
+std::string Describe(int status) {
+  if (WIFSIGNALED(status)) {
+    const int signal = WTERMSIG(status);
+    const char* why = signal == SIGKILL ? " (killed: a hang, or memory)"
+                      : signal == SIGSEGV || signal == SIGBUS ||
+                              signal == SIGILL || signal == SIGFPE
+                          ? " (a kernel crashed it)"
+                          : "";
+    return absl::StrFormat("was killed by signal %d, %s%s", signal,
+                           strsignal(signal), why);
+  }
+  if (WIFEXITED(status)) {
+    return absl::StrFormat("exited with status %d", WEXITSTATUS(status));
+  }
+  return "ended";
+}
+
+absl::Status LostStatus(const std::string& name, const std::string& why) {
+  return Refusal(Reason::kExecutorLost,
+                 absl::StrFormat("the executor of \"%s\" %s; its sessions "
+                                 "ended and their pending work failed. Fix: "
+                                 "open a new session (hrxd restarts the "
+                                 "executor); find the faulting kernel in "
+                                 "hrxd's log.",
+                                 name, why));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ExecutorPool>> ExecutorPool::Start(
+    const ExecutorOptions& options) {
+  auto pool = std::unique_ptr<ExecutorPool>(new ExecutorPool(options));
+  {
+    absl::MutexLock lock(&pool->mu_);
+    Executor& shared = pool->executors_[kShared];
+    shared.name = kShared;
+    if (absl::Status launched = pool->Launch(shared); !launched.ok()) {
+      return launched;
+    }
+    pool->properties_ = shared.backend->properties();
+  }
+  pool->watchdog_ = std::thread([raw = pool.get()] { raw->Watch(); });
+  return pool;
+}
+
+ExecutorPool::~ExecutorPool() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (watchdog_.joinable()) watchdog_.join();
+  absl::MutexLock lock(&mu_);
+  for (auto& [name, executor] : executors_) {
+    // Closing the socket ends an executor; its queues drained with hrxd's.
+    executor.backend.reset();
+    executor.retired.clear();
+  }
+}
+
+absl::Status ExecutorPool::Launch(Executor& executor) {
+  int ends[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
+    return LostStatus(
+        executor.name,
+        absl::StrCat("could not start: socketpair: ", std::strerror(errno)));
+  }
+  std::vector<std::string> args = {
+      "hrxd-executor",
+      kExecutorFlag,
+      "--tenant=" + executor.name,
+      "--backend=" + options_.backend,
+      absl::StrCat("--cpu_memory_bytes=", options_.cpu_memory_bytes),
+      absl::StrCat("--gpu_device=", options_.gpu_device),
+      "--log_level=" + options_.log_level,
+      absl::StrCat("--uid=", options_.uid),
+      absl::StrCat("--gid=", options_.gid),
+      "--groups=" + absl::StrJoin(options_.groups, ","),
+      absl::StrCat("--parent=", getpid()),
+  };
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, ends[1], kExecutorSocketFd);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes,
+                                  argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  close(ends[1]);
+  if (spawned != 0) {
+    close(ends[0]);
+    return LostStatus(executor.name, absl::StrCat("could not start: ",
+                                                  std::strerror(spawned)));
+  }
+  // Asked when the socket ends: the process is reaped (killed first, in case
+  // only its socket went) and its end described.
+  const std::string name = executor.name;
+  ExecutorLink::Cause cause = [pid, name]() {
+    kill(pid, SIGKILL);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return LostStatus(name, Describe(status));
+  };
+  auto link = ExecutorLink::Open(shared::UniqueFd(ends[0]), executor.name,
+                                 options_.call_limit, std::move(cause));
+  if (!link.ok()) return link.status();
+  executor.pid = pid;
+  executor.backend = std::make_unique<RemoteBackend>(*std::move(link));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<backend::Backend*> ExecutorPool::For(
+    const daemon::Tenant& tenant) {
+  const std::string name = tenant.own_executor() ? tenant.name() : kShared;
+  absl::MutexLock lock(&mu_);
+  Executor& executor = executors_[name];
+  executor.name = name;
+  if (executor.backend == nullptr) {
+    const absl::Time now = absl::Now();
+    if (now < executor.retry_at) {
+      return Refusal(
+          Reason::kExecutorRestarting,
+          absl::StrFormat("the executor of \"%s\" restarts in %s; it %s. "
+                          "Fix: retry then.",
+                          name, absl::FormatDuration(executor.retry_at - now),
+                          executor.last_loss));
+    }
+    if (absl::Status launched = Launch(executor); !launched.ok()) {
+      executor.last_loss = std::string(launched.message());
+      executor.retry_at = now + options_.first_backoff;
+      return launched;
+    }
+  }
+  executor.tenants.insert(tenant.name());
+  return executor.backend.get();
+}
+
+void ExecutorPool::Lost(const std::string& name, ExecutorLink* link,
+                        absl::Status why) {
+  std::vector<std::string> tenants;
+  LostCallback lost;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = executors_.find(name);
+    if (it == executors_.end() || it->second.backend == nullptr ||
+        it->second.backend->link().get() != link) {
+      return;  // handled already
+    }
+    Executor& executor = it->second;
+    executor.retired.push_back(std::move(executor.backend));
+    executor.pid = 0;
+    ++executor.restarts;
+    // Backoff grows only while the executor dies before serving anything (a
+    // start that fails); a tenant whose kernels crash a working executor
+    // pays the first backoff each time, on its own executor.
+    executor.failures_in_a_row =
+        link->served() ? 1 : std::min(executor.failures_in_a_row + 1, 16);
+    const absl::Duration backoff = std::min(
+        options_.first_backoff * (1 << (executor.failures_in_a_row - 1)),
+        options_.max_backoff);
+    executor.retry_at = absl::Now() + backoff;
+    executor.last_loss = std::string(why.message());
+    tenants.assign(executor.tenants.begin(), executor.tenants.end());
+    executor.tenants.clear();
+    lost = lost_;
+  }
+  if (lost) lost(tenants, why);
+}
+
+void ExecutorPool::Watch() {
+  while (true) {
+    std::vector<std::pair<std::string, std::shared_ptr<ExecutorLink>>> links;
+    std::vector<pid_t> pids;
+    {
+      absl::MutexLock lock(&mu_);
+      auto stop = [this]()
+                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop),
+                               absl::Milliseconds(100))) {
+        return;
+      }
+      for (auto& [name, executor] : executors_) {
+        if (executor.backend == nullptr) continue;
+        links.emplace_back(name, executor.backend->link());
+        pids.push_back(executor.pid);
+      }
+    }
+    const absl::Time now = absl::Now();
+    for (size_t i = 0; i < links.size(); ++i) {
+      auto& [name, link] = links[i];
+      if (link->lost().ok() && link->Stalled(now, options_.watchdog)) {
+        link->Lose(LostStatus(
+            name, absl::StrFormat("made no progress for %s (a kernel that "
+                                  "does not finish) and was killed",
+                                  absl::FormatDuration(options_.watchdog))));
+        kill(pids[i], SIGKILL);
+      }
+      if (!link->lost().ok()) Lost(name, link.get(), link->lost());
+    }
+  }
+}
+
+uint64_t ExecutorPool::bytes_in_use() const {
+  absl::MutexLock lock(&mu_);
+  uint64_t total = 0;
+  for (const auto& [name, executor] : executors_) {
+    if (executor.backend != nullptr) total += executor.backend->bytes_in_use();
+  }
+  return total;
+}
+
+std::vector<backend::ExportKind> ExecutorPool::export_kinds() const {
+  absl::MutexLock lock(&mu_);
+  auto it = executors_.find(kShared);
+  if (it == executors_.end() || it->second.backend == nullptr) return {};
+  return it->second.backend->export_kinds();
+}
+
+std::vector<daemon::ExecutorInfo> ExecutorPool::executors() const {
+  std::vector<daemon::ExecutorInfo> list;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [name, executor] : executors_) {
+    daemon::ExecutorInfo info;
+    info.name = name;
+    info.pid = executor.pid;
+    info.running = executor.backend != nullptr;
+    info.restarts = executor.restarts;
+    info.bytes_in_use =
+        executor.backend != nullptr ? executor.backend->bytes_in_use() : 0;
+    info.tenants.assign(executor.tenants.begin(), executor.tenants.end());
+    info.last_loss = executor.last_loss;
+    list.push_back(std::move(info));
+  }
+  return list;
+}
+
+void ExecutorPool::SetLostCallback(LostCallback lost) {
+  absl::MutexLock lock(&mu_);
+  lost_ = std::move(lost);
+}
+
+}  // namespace hrx::executor

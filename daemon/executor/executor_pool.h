@@ -1,0 +1,101 @@
+// The executors hrxd runs and supervises: one per tenant whose isolation
+// asks for its own, and one shared by the rest. Each is hrxd's own binary
+// started with --executor, sandboxed (executor/sandbox.h), owning its own
+// backend; hrxd itself never opens the device. An executor that exits,
+// crashes, breaks the protocol or makes no progress within the watchdog is
+// killed and its tenants' sessions end (executor_lost); it is started
+// again on the next use, with a backoff that doubles while it keeps dying.
+//
+// Thread-safe.
+#ifndef HRX_DAEMON_EXECUTOR_EXECUTOR_POOL_H_
+#define HRX_DAEMON_EXECUTOR_EXECUTOR_POOL_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/core/device_set.h"
+#include "daemon/executor/remote_backend.h"
+
+namespace hrx::executor {
+
+struct ExecutorOptions {
+  std::string backend = "cpu";  // the executors' --backend
+  uint64_t cpu_memory_bytes = 0;
+  int gpu_device = 0;
+  std::string log_level = "info";
+  // The user executors run as when hrxd is root (never root).
+  uid_t uid = 65534;
+  gid_t gid = 65534;
+  std::vector<gid_t> groups;  // e.g. the render group of /dev/kfd
+  // Work outstanding this long without progress is a hang.
+  absl::Duration watchdog = absl::Seconds(kDefaultWatchdogSeconds);
+  // A call (allocate, load a kernel) the executor must answer within.
+  absl::Duration call_limit = absl::Seconds(kDefaultWatchdogSeconds);
+  absl::Duration first_backoff = absl::Milliseconds(100);
+  absl::Duration max_backoff = absl::Seconds(10);
+  static constexpr int64_t kDefaultWatchdogSeconds = 30;
+};
+
+class ExecutorPool final : public daemon::DeviceSet {
+ public:
+  // Starts the shared executor (to learn the device; a failure to start it
+  // is hrxd's failure to start).
+  static absl::StatusOr<std::unique_ptr<ExecutorPool>> Start(
+      const ExecutorOptions& options);
+  ~ExecutorPool() override;  // kills every executor
+
+  absl::StatusOr<backend::Backend*> For(const daemon::Tenant& tenant) override;
+  const backend::DeviceProperties& properties() const override {
+    return properties_;
+  }
+  uint64_t bytes_in_use() const override;
+  std::vector<backend::ExportKind> export_kinds() const override;
+  absl::Status device_status() const override { return absl::OkStatus(); }
+  std::vector<daemon::ExecutorInfo> executors() const override;
+  void SetLostCallback(LostCallback lost) override;
+
+ private:
+  struct Executor {
+    std::string name;  // the tenant, or kShared
+    pid_t pid = 0;
+    std::unique_ptr<RemoteBackend> backend;  // null while down
+    std::set<std::string> tenants;
+    uint64_t restarts = 0;
+    int failures_in_a_row = 0;
+    absl::Time retry_at = absl::InfinitePast();
+    std::string last_loss;
+    // Backends of earlier lives: proxies may still name them.
+    std::vector<std::unique_ptr<RemoteBackend>> retired;
+  };
+  static constexpr char kShared[] = "shared";
+
+  explicit ExecutorPool(const ExecutorOptions& options) : options_(options) {}
+  // Starts `executor`'s process and connects to it.
+  absl::Status Launch(Executor& executor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The link of `name`'s current life ended with `why`.
+  void Lost(const std::string& name, ExecutorLink* link, absl::Status why);
+  void Watch();
+
+  const ExecutorOptions options_;
+  backend::DeviceProperties properties_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, Executor> executors_ ABSL_GUARDED_BY(mu_);
+  LostCallback lost_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread watchdog_;
+};
+
+}  // namespace hrx::executor
+
+#endif  // HRX_DAEMON_EXECUTOR_EXECUTOR_POOL_H_

@@ -1,0 +1,187 @@
+// ExecutorService's queues: each command hrxd enqueues under its own fence,
+// mapped to the real queue's fence, and its completion reported back.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "daemon/executor/executor_service.h"
+#include "shared/refusal.h"
+#include "shared/status_macros.h"
+
+namespace hrx::executor {
+namespace {
+
+namespace wire = hrx::executor::v1;
+using backend::Fence;
+
+}  // namespace
+
+absl::Status ExecutorService::Enqueue(const wire::Enqueue& enqueue) {
+  auto it = queues_.find(enqueue.queue());
+  if (it == queues_.end()) {
+    return Refusal(Reason::kStreamProtocol,
+                   absl::StrFormat("executor: no queue %u. Fix: report a bug.",
+                                   enqueue.queue()));
+  }
+  QueueState& state = *it->second;
+  backend::Queue& queue = *state.queue;
+  const uint64_t fence = enqueue.fence();
+  while (!state.pending.empty() &&
+         state.pending.front().first <= state.completed.load()) {
+    state.pending.pop_front();
+  }
+  std::function<void(absl::Status)> done;
+  auto run = [&]() -> absl::StatusOr<Fence> {
+    switch (enqueue.op_case()) {
+      case wire::Enqueue::kFill: {
+        const wire::Span& dst = enqueue.fill().dst();
+        HRX_ASSIGN_OR_RETURN(backend::MemoryRef memory, Memory(dst.memory()));
+        return queue.EnqueueFill(memory, dst.offset(), dst.length(),
+                                 static_cast<uint8_t>(enqueue.fill().value()));
+      }
+      case wire::Enqueue::kCopy: {
+        const wire::Copy& copy = enqueue.copy();
+        HRX_ASSIGN_OR_RETURN(backend::MemoryRef dst,
+                             Memory(copy.dst().memory()));
+        HRX_ASSIGN_OR_RETURN(backend::MemoryRef src,
+                             Memory(copy.src().memory()));
+        return queue.EnqueueCopy(dst, copy.dst().offset(), src,
+                                 copy.src().offset(), copy.dst().length());
+      }
+      case wire::Enqueue::kWrite: {
+        const wire::Write& write = enqueue.write();
+        HRX_ASSIGN_OR_RETURN(backend::MemoryRef dst,
+                             Memory(write.dst().memory()));
+        return queue.EnqueueWrite(
+            dst, write.dst().offset(),
+            std::make_shared<const std::string>(write.data()));
+      }
+      case wire::Enqueue::kRead: {
+        const wire::Span& src = enqueue.read().src();
+        HRX_ASSIGN_OR_RETURN(backend::MemoryRef memory, Memory(src.memory()));
+        auto data = std::make_shared<std::string>(src.length(), '\0');
+        done = [this, queue_id = enqueue.queue(), fence,
+                data](absl::Status status) {
+          if (!status.ok()) return;
+          wire::Event event;
+          wire::ReadData* read = event.mutable_read_data();
+          read->set_queue(queue_id);
+          read->set_fence(fence);
+          read->set_data(std::move(*data));
+          writer_.Send(event);
+        };
+        return queue.EnqueueRead(memory, src.offset(), src.length(),
+                                 data->data());
+      }
+      case wire::Enqueue::kWaitFor: {
+        const wire::WaitFor& wait = enqueue.wait_for();
+        auto other = queues_.find(wait.other_queue());
+        if (other == queues_.end()) return state.last_real;
+        QueueState& waited = *other->second;
+        if (wait.other_fence() <= waited.completed.load()) {
+          return state.last_real;  // already complete: nothing to wait for
+        }
+        for (const auto& [theirs, real] : waited.pending) {
+          if (theirs == wait.other_fence()) {
+            return queue.EnqueueWaitFor(*waited.queue, real);
+          }
+        }
+        return state.last_real;
+      }
+      case wire::Enqueue::kDispatch: {
+        HRX_ASSIGN_OR_RETURN(backend::DispatchRef dispatch,
+                             Dispatch(enqueue.dispatch()));
+        return queue.EnqueueDispatch(std::move(dispatch));
+      }
+      case wire::Enqueue::kGraph: {
+        auto graph = graphs_.find(enqueue.graph().graph());
+        if (graph == graphs_.end()) {
+          return Refusal(Reason::kStreamProtocol,
+                         "executor: no such graph. Fix: report a bug.");
+        }
+        std::shared_ptr<std::vector<uint64_t>> times;
+        if (enqueue.graph().profiled()) {
+          times = std::make_shared<std::vector<uint64_t>>(
+              graph->second->nodes.size(), 0);
+          done = [this, queue_id = enqueue.queue(), fence,
+                  times](absl::Status status) {
+            if (!status.ok()) return;
+            wire::Event event;
+            wire::Profile* profile = event.mutable_profile();
+            profile->set_queue(queue_id);
+            profile->set_fence(fence);
+            for (uint64_t ns : *times) profile->add_nanoseconds(ns);
+            writer_.Send(event);
+          };
+        }
+        return queue.EnqueueGraph(graph->second, times.get());
+      }
+      case wire::Enqueue::kMarker:
+      case wire::Enqueue::OP_NOT_SET:
+        break;
+    }
+    return state.last_real;
+  };
+  absl::StatusOr<Fence> real = run();
+  absl::Status refused;
+  if (real.ok()) {
+    state.last_real = *real;
+  } else {
+    refused = real.status();  // reported as the queue's failure
+    done = nullptr;
+  }
+  state.pending.emplace_back(fence, state.last_real);
+  Complete(enqueue.queue(), state, fence, state.last_real, refused,
+           std::move(done));
+  return absl::OkStatus();
+}
+
+void ExecutorService::Complete(uint64_t queue_id, QueueState& state,
+                               uint64_t fence, Fence real, absl::Status refused,
+                               std::function<void(absl::Status)> done) {
+  state.queue->OnComplete(
+      real, [this, queue_id, &state, fence, refused = std::move(refused),
+             done = std::move(done)](absl::Status status) {
+        if (!refused.ok()) status = refused;
+        if (done) done(status);
+        if (!status.ok() && !state.failed.exchange(true)) {
+          wire::Event event;
+          wire::QueueFailed* failed = event.mutable_queue_failed();
+          failed->set_queue(queue_id);
+          failed->set_fence(fence);
+          failed->set_code(static_cast<int>(status.code()));
+          failed->set_message(std::string(status.message()));
+          writer_.Send(event);
+        }
+        uint64_t seen = state.completed.load();
+        while (seen < fence &&
+               !state.completed.compare_exchange_weak(seen, fence)) {
+        }
+        absl::MutexLock lock(&mu_);
+        dirty_[queue_id] = &state;
+      });
+}
+
+void ExecutorService::ReportProgress() {
+  while (true) {
+    absl::flat_hash_map<uint64_t, QueueState*> dirty;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !dirty_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (dirty_.empty()) return;
+      dirty.swap(dirty_);
+    }
+    for (const auto& [queue_id, state] : dirty) {
+      wire::Event event;
+      event.mutable_progress()->set_queue(queue_id);
+      event.mutable_progress()->set_completed(state->completed.load());
+      writer_.Send(event);
+    }
+  }
+}
+
+}  // namespace hrx::executor

@@ -1,0 +1,89 @@
+// The executor's side of hrxd's executor protocol: runs the requests hrxd
+// sends against the executor's own backend, and reports completions,
+// failures, read data and profiles back.
+//
+// Every object is named by hrxd's id for it; fences are hrxd's (1, 2, 3...
+// per queue), each mapped to the real queue's fence that completes it.
+// Requests are handled in order on the calling thread (Serve); completion
+// callbacks run on backend threads and only queue events.
+#ifndef HRX_DAEMON_EXECUTOR_EXECUTOR_SERVICE_H_
+#define HRX_DAEMON_EXECUTOR_EXECUTOR_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/backend/backend.h"
+#include "daemon/executor/frame_io.h"
+#include "hrx/executor/v1/executor.pb.h"
+
+namespace hrx::executor {
+
+class ExecutorService {
+ public:
+  ExecutorService(backend::Backend& backend, int socket);
+  ~ExecutorService();
+
+  // Sends Hello, then handles requests until hrxd closes the socket.
+  void Serve();
+
+ private:
+  using Request = hrx::executor::v1::Request;
+  struct QueueState {
+    std::unique_ptr<backend::Queue> queue;
+    backend::Fence last_real = 0;  // the real fence of the last command
+    // hrxd's fences not yet known complete, with their real fences.
+    std::deque<std::pair<uint64_t, backend::Fence>> pending;
+    // Completed up to (hrxd's fence), and whether Progress is owed.
+    std::atomic<uint64_t> completed{0};
+    std::atomic<bool> failed{false};
+  };
+
+  void Handle(const Request& request);
+  void Reply(uint64_t id, const absl::Status& status,
+             hrx::executor::v1::Reply reply = {},
+             shared::UniqueFd fd = shared::UniqueFd());
+  absl::Status Enqueue(const hrx::executor::v1::Enqueue& enqueue);
+  // Runs `done` with the status of hrxd's fence `fence` once real fence
+  // `real` of `state` has completed, then reports progress.
+  void Complete(uint64_t queue, QueueState& state, uint64_t fence,
+                backend::Fence real, absl::Status refused,
+                std::function<void(absl::Status)> done = {});
+  absl::StatusOr<backend::MemoryRef> Memory(uint64_t id) const;
+  absl::StatusOr<backend::DispatchRef> Dispatch(
+      const hrx::executor::v1::Dispatch& dispatch) const;
+  absl::StatusOr<backend::GraphRef> Graph(
+      const hrx::executor::v1::DefineGraph& graph) const;
+  // Sends Progress for queues whose completion moved (one thread, so many
+  // completions become one event).
+  void ReportProgress();
+
+  backend::Backend& backend_;
+  const int socket_;
+  FrameReader reader_;
+  FrameWriter writer_;
+
+  // Touched only by Serve's thread.
+  absl::flat_hash_map<uint64_t, backend::MemoryRef> memories_;
+  absl::flat_hash_map<uint64_t, backend::KernelRef> kernels_;
+  absl::flat_hash_map<uint64_t, backend::GraphRef> graphs_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<QueueState>> queues_;
+
+  absl::Mutex mu_;
+  // Queues whose completion moved since the last report.
+  absl::flat_hash_map<uint64_t, QueueState*> dirty_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread reporter_;
+};
+
+}  // namespace hrx::executor
+
+#endif  // HRX_DAEMON_EXECUTOR_EXECUTOR_SERVICE_H_

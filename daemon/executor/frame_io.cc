@@ -1,0 +1,136 @@
+#include "daemon/executor/frame_io.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace hrx::executor {
+
+FrameWriter::FrameWriter(int socket) : socket_(socket) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+FrameWriter::~FrameWriter() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  thread_.join();
+}
+
+void FrameWriter::Send(const google::protobuf::MessageLite& message,
+                       shared::UniqueFd fd) {
+  Frame frame;
+  const uint32_t size = static_cast<uint32_t>(message.ByteSizeLong());
+  frame.bytes.resize(sizeof(size) + size);
+  std::memcpy(frame.bytes.data(), &size, sizeof(size));
+  message.SerializeWithCachedSizesToArray(
+      reinterpret_cast<uint8_t*>(frame.bytes.data() + sizeof(size)));
+  frame.fd = std::move(fd);
+  absl::MutexLock lock(&mu_);
+  if (!healthy_) return;
+  queue_.push_back(std::move(frame));
+}
+
+bool FrameWriter::healthy() const {
+  absl::MutexLock lock(&mu_);
+  return healthy_;
+}
+
+void FrameWriter::Run() {
+  while (true) {
+    std::deque<Frame> batch;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !queue_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (queue_.empty()) return;  // stopping, all sent
+      batch.swap(queue_);
+    }
+    for (Frame& frame : batch) {
+      if (Write(frame)) continue;
+      absl::MutexLock lock(&mu_);
+      healthy_ = false;
+      queue_.clear();
+      break;
+    }
+  }
+}
+
+bool FrameWriter::Write(Frame& frame) {
+  size_t sent = 0;
+  while (sent < frame.bytes.size()) {
+    iovec part{frame.bytes.data() + sent, frame.bytes.size() - sent};
+    msghdr message{};
+    message.msg_iov = &part;
+    message.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    if (sent == 0 && frame.fd.valid()) {
+      message.msg_control = control;
+      message.msg_controllen = sizeof(control);
+      cmsghdr* rights = CMSG_FIRSTHDR(&message);
+      rights->cmsg_level = SOL_SOCKET;
+      rights->cmsg_type = SCM_RIGHTS;
+      rights->cmsg_len = CMSG_LEN(sizeof(int));
+      const int fd = frame.fd.get();
+      std::memcpy(CMSG_DATA(rights), &fd, sizeof(fd));
+    }
+    const ssize_t n = sendmsg(socket_, &message, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    sent += static_cast<size_t>(n);
+    frame.fd.Reset();  // the peer holds its own copy now
+  }
+  return true;
+}
+
+bool FrameReader::ReadFully(char* data, size_t size) {
+  size_t got = 0;
+  while (got < size) {
+    iovec part{data + got, size - got};
+    msghdr message{};
+    message.msg_iov = &part;
+    message.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)];
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+    const ssize_t n = recvmsg(socket_, &message, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr;
+         c = CMSG_NXTHDR(&message, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd = -1;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        fds_.emplace_back(fd);
+      }
+    }
+    got += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool FrameReader::Next(std::string* bytes) {
+  uint32_t size = 0;
+  if (!ReadFully(reinterpret_cast<char*>(&size), sizeof(size))) return false;
+  if (size > kMaxFrameBytes) return false;
+  bytes->resize(size);
+  return ReadFully(bytes->data(), size);
+}
+
+shared::UniqueFd FrameReader::TakeFd() {
+  if (fds_.empty()) return shared::UniqueFd();
+  shared::UniqueFd fd = std::move(fds_.front());
+  fds_.pop_front();
+  return fd;
+}
+
+}  // namespace hrx::executor

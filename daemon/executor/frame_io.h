@@ -1,0 +1,73 @@
+// Frames of hrxd's executor protocol (proto/hrx/executor/v1/executor.proto)
+// on a Unix stream socket: a little-endian u32 length, then a serialized
+// message; a descriptor a frame carries travels with its first bytes
+// (SCM_RIGHTS) and is taken, in order, by the reader.
+#ifndef HRX_DAEMON_EXECUTOR_FRAME_IO_H_
+#define HRX_DAEMON_EXECUTOR_FRAME_IO_H_
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "google/protobuf/message_lite.h"
+#include "shared/unique_fd.h"
+
+namespace hrx::executor {
+
+// A frame larger than this is a broken peer.
+inline constexpr uint32_t kMaxFrameBytes = uint32_t{64} << 20;
+
+// Sends frames from its own thread, so a caller never waits on the socket.
+// Thread-safe.
+class FrameWriter {
+ public:
+  explicit FrameWriter(int socket);  // not owned; must outlive the writer
+  ~FrameWriter();                    // sends what is queued, then stops
+  FrameWriter(const FrameWriter&) = delete;
+  FrameWriter& operator=(const FrameWriter&) = delete;
+
+  // Queues `message` (and `fd`, sent with it and then closed here).
+  void Send(const google::protobuf::MessageLite& message,
+            shared::UniqueFd fd = shared::UniqueFd());
+  // False once a send failed (the peer is gone); later frames are dropped.
+  bool healthy() const;
+
+ private:
+  struct Frame {
+    std::string bytes;
+    shared::UniqueFd fd;
+  };
+  void Run();
+  bool Write(Frame& frame);
+
+  const int socket_;
+  mutable absl::Mutex mu_;
+  std::deque<Frame> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool healthy_ ABSL_GUARDED_BY(mu_) = true;
+  std::thread thread_;
+};
+
+// Reads frames on the caller's thread. Not thread-safe: one reader.
+class FrameReader {
+ public:
+  explicit FrameReader(int socket) : socket_(socket) {}
+
+  // The next frame's bytes; false at end of stream or on a broken frame.
+  bool Next(std::string* bytes);
+  // The oldest descriptor received and not yet taken (invalid if none).
+  shared::UniqueFd TakeFd();
+
+ private:
+  bool ReadFully(char* data, size_t size);
+
+  const int socket_;
+  std::deque<shared::UniqueFd> fds_;
+};
+
+}  // namespace hrx::executor
+
+#endif  // HRX_DAEMON_EXECUTOR_FRAME_IO_H_

@@ -1,0 +1,36 @@
+// What an executor process gives up before it runs tenant code: every
+// descriptor but the ones it needs, its privileges (hrxd's user, when that
+// is root), the right to gain any back, to be inspected (ptrace,
+// /proc/pid/mem) or to core-dump, and a set of system calls no device work
+// needs (seccomp).
+#ifndef HRX_DAEMON_EXECUTOR_SANDBOX_H_
+#define HRX_DAEMON_EXECUTOR_SANDBOX_H_
+
+#include <sys/types.h>
+
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace hrx::executor {
+
+struct SandboxOptions {
+  int keep_fd = -1;  // the socket to hrxd
+  pid_t parent = 0;  // hrxd's pid as this process sees it (0: unchecked)
+  // Switched to when running as root (0: stay; never root afterwards).
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups (device node access)
+};
+
+// Before the backend opens: closes other descriptors, dies with hrxd,
+// switches user, forbids new privileges and inspection.
+absl::Status EnterSandbox(const SandboxOptions& options);
+
+// After the backend opens (its runtime may need more at start): installs
+// the system call filter. A no-op where the architecture is not x86-64.
+absl::Status RestrictSystemCalls();
+
+}  // namespace hrx::executor
+
+#endif  // HRX_DAEMON_EXECUTOR_SANDBOX_H_
