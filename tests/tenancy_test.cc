@@ -97,9 +97,9 @@ class TenancyTest : public ::testing::Test {
         client::internal::MakeChannel(daemon_->socket_path()));
     grpc::ClientContext context;
     hrx::v1::ListTenantsResponse response;
-    EXPECT_TRUE(
-        stub->ListTenants(&context, hrx::v1::ListTenantsRequest(), &response)
-            .ok());
+    const grpc::Status listed =
+        stub->ListTenants(&context, hrx::v1::ListTenantsRequest(), &response);
+    EXPECT_TRUE(listed.ok()) << listed.error_message();
     return response;
   }
 

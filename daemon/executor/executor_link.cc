@@ -153,9 +153,16 @@ void ExecutorLink::Lose(absl::Status why) {
   NotifyLost();
 }
 
-bool ExecutorLink::Stalled(absl::Time now, absl::Duration limit) const {
-  absl::MutexLock lock(&mu_);
-  for (const auto& [id, queue] : queues_) {
+bool ExecutorLink::Stalled(absl::Time now, absl::Duration limit) {
+  // Queues are asked without mu_ (a queue takes mu_ under its own lock when
+  // it lets go of memory); deliver_mu_ keeps them attached meanwhile.
+  absl::MutexLock delivering(&deliver_mu_);
+  std::vector<RemoteQueue*> queues;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, queue] : queues_) queues.push_back(queue);
+  }
+  for (RemoteQueue* queue : queues) {
     if (queue->StalledSince(now) > limit) return true;
   }
   return false;

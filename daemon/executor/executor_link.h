@@ -81,7 +81,7 @@ class ExecutorLink {
   void Lose(absl::Status why);
   // Whether a queue has had work outstanding without progress for longer
   // than `limit`.
-  bool Stalled(absl::Time now, absl::Duration limit) const;
+  bool Stalled(absl::Time now, absl::Duration limit);
 
   const hrx::executor::v1::Hello& hello() const { return hello_; }
   const std::string& tenant() const { return tenant_; }

@@ -1,6 +1,10 @@
 // ExecutorService's queues: each command hrxd enqueues under its own fence,
 // mapped to the real queue's fence, and its completion reported back.
+#include <unistd.h>
+
+#include <chrono>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -153,6 +157,7 @@ void ExecutorService::Complete(uint64_t queue_id, QueueState& state,
           failed->set_code(static_cast<int>(status.code()));
           failed->set_message(std::string(status.message()));
           writer_.Send(event);
+          if (!backend_.device_status().ok()) ExitForLostDevice();
         }
         uint64_t seen = state.completed.load();
         while (seen < fence &&
@@ -161,6 +166,16 @@ void ExecutorService::Complete(uint64_t queue_id, QueueState& state,
         absl::MutexLock lock(&mu_);
         dirty_[queue_id] = &state;
       });
+}
+
+void ExecutorService::ExitForLostDevice() {
+  // The fault lost this executor's device context (a GPU fault): nothing
+  // more can run here. The failure is on its way to hrxd; the process ends
+  // so that hrxd starts a fresh one, and no other executor is touched.
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    _exit(4);
+  }).detach();
 }
 
 void ExecutorService::ReportProgress() {

@@ -65,6 +65,8 @@ class ExecutorService {
   // Sends Progress for queues whose completion moved (one thread, so many
   // completions become one event).
   void ReportProgress();
+  // Ends the process soon after a fault lost the device context.
+  static void ExitForLostDevice();
 
   backend::Backend& backend_;
   const int socket_;

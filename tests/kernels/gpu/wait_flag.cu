@@ -4,8 +4,8 @@
 // Arguments: flag (buffer, at least 1 byte).
 #include "hrx/gpu_kernel.h"
 
-HRX_GPU_KERNEL_INFO(wait_flag) = {HRX_GPU_KERNEL_ABI, {1, 1, 1}, 1,
-    {HRX_GPU_ARG_BUFFER}, {0}};
+HRX_GPU_KERNEL_INFO(wait_flag) = {
+    HRX_GPU_KERNEL_ABI, {1, 1, 1}, 1, {HRX_GPU_ARG_BUFFER}, {0}};
 
 extern "C" __global__ void wait_flag(hrx_gpu_buffer flag) {
   if (flag.length < 1) __trap();
