@@ -182,34 +182,62 @@ TEST(DaemonLifecycleTest, TheAmdVariantRunsWithoutAnAmdGpuByFallingBack) {
                    " (amd): no usable GPU");
 }
 
-TEST(DaemonLifecycleTest, AGpuFaultStopsTheDaemonForARestartWhenAsked) {
+// Runs a kernel that fails (it writes past its binding) on the daemon at
+// `socket_path`; the sync that ran it reports the failure.
+void RunFaultingKernel(const std::string& socket_path) {
+  auto client = Client::Connect(socket_path, "fault");
+  ASSERT_THAT(client.status(), IsOk());
+  auto stream = (*client)->OpenDevice(0)->CreateStream();
+  ASSERT_THAT(stream.status(), IsOk());
+  auto add = stream->LoadKernelFile(KernelPath("add_f32"), "add_f32");
+  ASSERT_THAT(add.status(), IsOk());
+  auto small = stream->Allocate(16);
+  ASSERT_THAT(small.status(), IsOk());
+  Constants too_many;  // 1000 floats into a 4-float binding: the kernel fails
+  ASSERT_THAT(too_many.Push(uint32_t{1000}), IsOk());
+  ASSERT_THAT(too_many.Push(1.0f), IsOk());
+  const View binding = small->Binding();
+  ASSERT_THAT(
+      stream->Dispatch(*add, {1, 1, 1}, {64, 1, 1}, too_many, {&binding, 1}),
+      IsOk());
+  EXPECT_THAT(stream->Synchronize(),
+              shared::StatusIs(absl::StatusCode::kInternal,
+                               HasSubstr("kernel_failed")));
+}
+
+// The daemon at `socket_path` still serves: a new client's bytes round-trip.
+void ExpectStillServing(const std::string& socket_path) {
+  absl::Status last;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto other = Client::Connect(socket_path, "after");
+    ASSERT_THAT(other.status(), IsOk());
+    auto stream = (*other)->OpenDevice(0)->CreateStream();
+    if (!stream.ok()) {  // the faulted executor is being replaced
+      last = stream.status();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    auto buffer = stream->Allocate(64);
+    ASSERT_THAT(buffer.status(), IsOk());
+    ASSERT_THAT(stream->Fill(buffer->Binding(), 7), IsOk());
+    std::vector<uint8_t> bytes(64);
+    ASSERT_THAT(stream->ReadBlocking(buffer->Binding(), bytes), IsOk());
+    EXPECT_EQ(bytes[63], 7);
+    return;
+  }
+  ADD_FAILURE() << "the daemon stopped serving: " << last;
+}
+
+TEST(DaemonLifecycleTest, AGpuFaultStopsAnInProcessDaemonWhenAsked) {
   const std::string dir = MakeShortTempDir();
   const std::string socket_path = dir + "/hrxd.sock";
-  Subprocess daemon = Subprocess::Start(
-      {DaemonPath(), absl::StrCat("--socket=", socket_path),
-       absl::StrCat("--backend=", TestBackend()), "--exit_on_device_loss"},
-      dir);
+  Subprocess daemon =
+      Subprocess::Start({DaemonPath(), absl::StrCat("--socket=", socket_path),
+                         absl::StrCat("--backend=", TestBackend()),
+                         "--exit_on_device_loss", "--executors=false"},
+                        dir);
   ASSERT_TRUE(WaitUntilServing(socket_path, &daemon)) << daemon.Stderr();
-  {
-    auto client = Client::Connect(socket_path, "fault");
-    ASSERT_THAT(client.status(), IsOk());
-    auto stream = (*client)->OpenDevice(0)->CreateStream();
-    ASSERT_THAT(stream.status(), IsOk());
-    auto add = stream->LoadKernelFile(KernelPath("add_f32"), "add_f32");
-    ASSERT_THAT(add.status(), IsOk());
-    auto small = stream->Allocate(16);
-    ASSERT_THAT(small.status(), IsOk());
-    Constants too_many;  // 1000 floats into a 4-float binding: the kernel fails
-    ASSERT_THAT(too_many.Push(uint32_t{1000}), IsOk());
-    ASSERT_THAT(too_many.Push(1.0f), IsOk());
-    const View binding = small->Binding();
-    ASSERT_THAT(
-        stream->Dispatch(*add, {1, 1, 1}, {64, 1, 1}, too_many, {&binding, 1}),
-        IsOk());
-    EXPECT_THAT(stream->Synchronize(),
-                shared::StatusIs(absl::StatusCode::kInternal,
-                                 HasSubstr("kernel_failed")));
-  }
+  RunFaultingKernel(socket_path);
   if (TestBackend() == "hip") {
     // The context is lost: the daemon notices on its next round (at most
     // 5 s) and exits 1, for systemd to restart it.
@@ -226,20 +254,31 @@ TEST(DaemonLifecycleTest, AGpuFaultStopsTheDaemonForARestartWhenAsked) {
   } else {
     // A CPU kernel failure poisons its queue, not the device: the daemon
     // keeps serving other clients.
-    auto other = Client::Connect(socket_path, "after");
-    ASSERT_THAT(other.status(), IsOk());
-    auto stream = (*other)->OpenDevice(0)->CreateStream();
-    ASSERT_THAT(stream.status(), IsOk());
-    auto buffer = stream->Allocate(64);
-    ASSERT_THAT(buffer.status(), IsOk());
-    ASSERT_THAT(stream->Fill(buffer->Binding(), 7), IsOk());
-    std::vector<uint8_t> bytes(64);
-    ASSERT_THAT(stream->ReadBlocking(buffer->Binding(), bytes), IsOk());
-    EXPECT_EQ(bytes[63], 7);
+    ExpectStillServing(socket_path);
     EXPECT_FALSE(daemon.Poll().has_value());
     daemon.Signal(SIGTERM);
     EXPECT_EQ(daemon.Wait(), 0);
   }
+  std::filesystem::remove_all(dir);
+}
+
+// With executors, a fault loses only the faulting tenant's executor (on a
+// GPU, its own context): the daemon keeps serving, and
+// --exit_on_device_loss does not fire, since the device itself is fine.
+TEST(DaemonLifecycleTest, AGpuFaultEndsOnlyItsExecutor) {
+  const std::string dir = MakeShortTempDir();
+  const std::string socket_path = dir + "/hrxd.sock";
+  Subprocess daemon = Subprocess::Start(
+      {DaemonPath(), absl::StrCat("--socket=", socket_path),
+       absl::StrCat("--backend=", TestBackend()), "--exit_on_device_loss"},
+      dir);
+  ASSERT_TRUE(WaitUntilServing(socket_path, &daemon)) << daemon.Stderr();
+  RunFaultingKernel(socket_path);
+  ExpectStillServing(socket_path);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_FALSE(daemon.Poll().has_value()) << daemon.Stderr();
+  daemon.Signal(SIGTERM);
+  EXPECT_EQ(daemon.Wait(), 0);
   std::filesystem::remove_all(dir);
 }
 

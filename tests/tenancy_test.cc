@@ -205,7 +205,15 @@ TEST_F(TenancyTest, ABufferSharedByGrantIsSeenByTheGranteeAndStaysCharged) {
   Subprocess importer =
       StartAsTenant(4002, "import", {"--grant=" + grant, "--go=" + go});
   ASSERT_TRUE(WaitForOutput(importer, "first_byte: ")) << importer.Stdout();
-  EXPECT_THAT(importer.Stdout(), HasSubstr("first_byte: 107"));  // 0x6b
+  if (TestBackend() == "hip") {
+    // alpha (which may load kernels) and beta run in different executors,
+    // and GPU device memory does not cross executors yet: the use is
+    // refused, naming the fix (docs/security.md, "Executors").
+    EXPECT_THAT(importer.Stdout(), AllOf(HasSubstr("cross_executor_memory"),
+                                         HasSubstr("Fix:")));
+  } else {
+    EXPECT_THAT(importer.Stdout(), HasSubstr("first_byte: 107"));  // 0x6b
+  }
   // The owner frees and exits; the importer still holds the memory, and the
   // owner's tenant stays charged until it lets go.
   std::ofstream(go) << "go";
