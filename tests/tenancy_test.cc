@@ -209,8 +209,8 @@ TEST_F(TenancyTest, ABufferSharedByGrantIsSeenByTheGranteeAndStaysCharged) {
     // alpha (which may load kernels) and beta run in different executors,
     // and GPU device memory does not cross executors yet: the use is
     // refused, naming the fix (docs/security.md, "Executors").
-    EXPECT_THAT(importer.Stdout(), AllOf(HasSubstr("cross_executor_memory"),
-                                         HasSubstr("Fix:")));
+    EXPECT_THAT(importer.Stdout(),
+                AllOf(HasSubstr("cross_executor_memory"), HasSubstr("Fix:")));
   } else {
     EXPECT_THAT(importer.Stdout(), HasSubstr("first_byte: 107"));  // 0x6b
   }
