@@ -56,6 +56,30 @@ TEST_F(IsolationTest, CrashingKernelsEndOnlyTheirOwnExecutor) {
   std::vector<uint8_t> bytes(64);
   ASSERT_THAT(attacker->stream->ReadBlocking(binding, bytes), IsOk());
   for (int i = 0; i < 64; ++i) EXPECT_EQ(bytes[i], (uint8_t)(i * 31 + 3));
+  // Admins see each executor's life: the attacker's restarted once per
+  // crash, the shared one (the bystander's) never.
+  grpc::ClientContext context;
+  hrx::v1::ListExecutorsResponse executors;
+  ASSERT_TRUE(
+      admin_
+          ->ListExecutors(&context, hrx::v1::ListExecutorsRequest(), &executors)
+          .ok());
+  bool saw_ops = false, saw_shared = false;
+  for (const hrx::v1::ExecutorInfo& executor : executors.executors()) {
+    if (executor.name() == "ops") {
+      saw_ops = true;
+      EXPECT_TRUE(executor.running());
+      EXPECT_GT(executor.pid(), 0u);
+      EXPECT_EQ(executor.restarts(), static_cast<uint64_t>(kCrashes));
+      EXPECT_THAT(executor.last_loss(), HasSubstr("executor_lost"));
+    }
+    if (executor.name() == "shared") {
+      saw_shared = true;
+      EXPECT_EQ(executor.restarts(), 0u);
+      EXPECT_THAT(executor.tenants(), ::testing::Contains("bystander"));
+    }
+  }
+  EXPECT_TRUE(saw_ops && saw_shared) << executors.DebugString();
 }
 
 TEST_F(IsolationTest, AKernelThatNeverFinishesIsKilledByTheWatchdog) {

@@ -51,6 +51,7 @@ constexpr char kUsage[] =
     "  evict SESSION_ID  (admin) close a session as if its client had\n"
     "  buffers [--tenant=NAME] [--session=ID] [--json]\n"
     "                    live buffers, by session and tenant\n"
+    "  executors [--json] the processes tenants' device work runs in\n"
     "  top [--interval=MS] [--json]\n"
     "                    a live view of status and tenants; q quits\n"
     "\n"
@@ -382,6 +383,50 @@ int Sessions(const hrxctl::Target& target, const std::string& tenant,
   return kExitOk;
 }
 
+int Executors(const hrxctl::Target& target, bool json) {
+  grpc::ClientContext context;
+  auto stub = ConnectAdmin(target, context);
+  hrx::v1::ListExecutorsResponse response;
+  const grpc::Status status =
+      stub->ListExecutors(&context, hrx::v1::ListExecutorsRequest(), &response);
+  if (!status.ok()) return Fail(target.Check(status));
+  if (json) {
+    std::string out = "[";
+    for (const auto& e : response.executors()) {
+      if (out.size() > 1) out += ", ";
+      std::string tenants = "[";
+      for (const std::string& tenant : e.tenants()) {
+        if (tenants.size() > 1) tenants += ", ";
+        tenants += JsonString(tenant);
+      }
+      out += absl::StrFormat(
+          "{\"name\": %s, \"pid\": %u, \"running\": %s, \"restarts\": "
+          "%u, \"bytes_in_use\": %u, \"tenants\": %s], \"last_loss\": %s}",
+          JsonString(e.name()), e.pid(), e.running() ? "true" : "false",
+          e.restarts(), e.bytes_in_use(), tenants, JsonString(e.last_loss()));
+    }
+    std::printf("%s]\n", out.c_str());
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows = {{"EXECUTOR", "PID", "STATE",
+                                                 "RESTARTS", "MEMORY",
+                                                 "TENANTS", "LAST LOSS"}};
+  for (const auto& e : response.executors()) {
+    std::string tenants;
+    for (const std::string& tenant : e.tenants()) {
+      absl::StrAppend(&tenants, tenants.empty() ? "" : ",", tenant);
+    }
+    rows.push_back({e.name(), e.pid() != 0 ? absl::StrCat(e.pid()) : "-",
+                    e.running() ? "running" : "down",
+                    absl::StrCat(e.restarts()),
+                    hrx::shared::FormatBytes(e.bytes_in_use()),
+                    tenants.empty() ? "-" : tenants,
+                    e.last_loss().empty() ? "-" : e.last_loss()});
+  }
+  PrintTable(rows);
+  return kExitOk;
+}
+
 int Usage(const char* text, const std::string& error);
 
 int BudgetSet(const hrxctl::Target& target,
@@ -569,6 +614,11 @@ constexpr Help kHelp[] = {
      "usage: hrxctl [target] evict SESSION_ID\n\nCloses a session (admins): "
      "its queued work drains, then its buffers, streams and budget are "
      "released. SESSION_ID is hex, from hrxctl sessions.\n"},
+    {"executors",
+     "usage: hrxctl [target] executors [--json]\n\nThe executor processes "
+     "tenants' device work runs in: name (tenant or shared), pid, state, "
+     "restarts, memory, tenants served, why it last went down. Observers "
+     "and admins.\n"},
     {"top",
      "usage: hrxctl [target] top [--interval=MS] [--json]\n\nA live view of "
      "status and tenants, refreshed every MS milliseconds (default 1000); q "
@@ -669,6 +719,7 @@ int main(int argc, char** argv) {
   if (command == "buffers" && bare)
     return Buffers(target, tenant, session, json);
   if (command == "top" && bare) return hrxctl::Top(target, interval_ms, json);
+  if (command == "executors" && bare) return Executors(target, json);
   if (command == "budget" && !bare && positional[0] == "set") {
     return BudgetSet(
         target,

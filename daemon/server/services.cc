@@ -575,6 +575,28 @@ grpc::ServerUnaryReactor* AdminService::ListTenants(
   return Finish(core_, context, absl::OkStatus());
 }
 
+grpc::ServerUnaryReactor* AdminService::ListExecutors(
+    grpc::CallbackServerContext* context,
+    const hrx::v1::ListExecutorsRequest* request,
+    hrx::v1::ListExecutorsResponse* response) {
+  if (absl::Status allowed = Authorize(*context, Role::kObserver);
+      !allowed.ok()) {
+    return Finish(core_, context, allowed);
+  }
+  for (const ExecutorInfo& executor : core_.admin().executors()) {
+    hrx::v1::ExecutorInfo* info = response->add_executors();
+    info->set_name(executor.name);
+    info->set_pid(static_cast<uint32_t>(executor.pid));
+    info->set_running(executor.running);
+    info->set_restarts(executor.restarts);
+    info->set_bytes_in_use(executor.bytes_in_use);
+    for (const std::string& tenant : executor.tenants)
+      info->add_tenants(tenant);
+    info->set_last_loss(executor.last_loss);
+  }
+  return Finish(core_, context, absl::OkStatus());
+}
+
 grpc::ServerUnaryReactor* AdminService::ListSessions(
     grpc::CallbackServerContext* context,
     const hrx::v1::ListSessionsRequest* request,

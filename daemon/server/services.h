@@ -247,6 +247,10 @@ class AdminService final : public hrx::v1::Admin::CallbackService {
       grpc::CallbackServerContext* context,
       const hrx::v1::EvictSessionRequest* request,
       hrx::v1::EvictSessionResponse* response) override;
+  grpc::ServerUnaryReactor* ListExecutors(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::ListExecutorsRequest* request,
+      hrx::v1::ListExecutorsResponse* response) override;
 
  private:
   // The caller's identity, checked to have at least `role`.
