@@ -60,8 +60,11 @@ absl::StatusOr<BufferInfo> Buffers::Allocate(uint64_t session, uint64_t bytes,
   if (memory == nullptr) {
     HRX_ASSIGN_OR_RETURN(backend::Backend * backend,
                          devices_.For(*owner->tenant));
-    auto fresh = backend->Allocate(bytes, MemoryKindOf(kind),
-                                   kind == AllocationKind::kZeroed);
+    // A backend shared with other tenants may hand back their freed
+    // memory: it comes zeroed, whatever was asked.
+    const bool zeroed =
+        kind == AllocationKind::kZeroed || !devices_.Exclusive(*owner->tenant);
+    auto fresh = backend->Allocate(bytes, MemoryKindOf(kind), zeroed);
     if (!fresh.ok() &&
         fresh.status().code() == absl::StatusCode::kResourceExhausted) {
       // Memory parked in this session's pools is given back before refusing.
@@ -70,8 +73,7 @@ absl::StatusOr<BufferInfo> Buffers::Allocate(uint64_t session, uint64_t bytes,
         owner->allocation_pool = AllocationPool();
         owner->staging_pool = StagingPool();
       }
-      fresh = backend->Allocate(bytes, MemoryKindOf(kind),
-                                kind == AllocationKind::kZeroed);
+      fresh = backend->Allocate(bytes, MemoryKindOf(kind), zeroed);
     }
     if (!fresh.ok()) return fresh.status();
     MemoryRef raw = *std::move(fresh);

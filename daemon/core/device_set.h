@@ -49,6 +49,10 @@ class DeviceSet {
   // Not OK once the device itself is lost (not when one executor is).
   virtual absl::Status device_status() const = 0;
   virtual std::vector<ExecutorInfo> executors() const { return {}; }
+  // Whether `tenant`'s backend serves no other tenant: its allocations can
+  // only ever reuse its own freed memory. When not, device memory is
+  // allocated zeroed, so no tenant reads another's leftovers.
+  virtual bool Exclusive(const Tenant& tenant) const { return false; }
 
   // Who to tell when a backend is lost with the tenants whose work ran on
   // it (an executor crashed, hung or was killed): their sessions end.

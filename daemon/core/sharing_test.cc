@@ -131,5 +131,17 @@ TEST_F(SharingTest, MemoryThatWasSharedIsNeverRecycledThroughThePool) {
   EXPECT_EQ(harness_.core().admin().status().allocation_pool.entries, 1u);
 }
 
+TEST_F(SharingTest, DeviceMemoryOfABackendSharedByTenantsComesZeroed) {
+  // One backend for every tenant (no executors): a plain device allocation
+  // could be another tenant's freed memory, so it is asked for zeroed.
+  const size_t zeroed_before = harness_.faults().zeroed_allocations();
+  ASSERT_THAT(harness_.core()
+                  .buffers()
+                  .Allocate(harness_.session(), 4096, AllocationKind::kDevice)
+                  .status(),
+              IsOk());
+  EXPECT_EQ(harness_.faults().zeroed_allocations(), zeroed_before + 1);
+}
+
 }  // namespace
 }  // namespace hrx::daemon

@@ -165,6 +165,16 @@ size_t FaultyBackend::held_completions() const {
   return total;
 }
 
+size_t FaultyBackend::allocations() const {
+  absl::MutexLock lock(&mu_);
+  return allocations_;
+}
+
+size_t FaultyBackend::zeroed_allocations() const {
+  absl::MutexLock lock(&mu_);
+  return zeroed_allocations_;
+}
+
 FaultyBackend::Faults FaultyBackend::faults() const {
   absl::MutexLock lock(&mu_);
   return faults_;
@@ -185,6 +195,8 @@ absl::StatusOr<MemoryRef> FaultyBackend::Allocate(uint64_t bytes,
                                                   bool zeroed) {
   {
     absl::MutexLock lock(&mu_);
+    ++allocations_;
+    if (zeroed) ++zeroed_allocations_;
     if (failing_allocations_ > 0) {
       --failing_allocations_;
       return allocation_status_;

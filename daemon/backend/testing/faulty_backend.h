@@ -46,6 +46,9 @@ class FaultyBackend final : public Backend {
   void LoseDevice(absl::Status status);
   // Completion callbacks waiting for ReleaseCompletions, over all queues.
   size_t held_completions() const;
+  // Allocations asked for so far, and how many of them zeroed.
+  size_t allocations() const;
+  size_t zeroed_allocations() const;
 
   // Backend:
   const DeviceProperties& properties() const override;
@@ -71,6 +74,8 @@ class FaultyBackend final : public Backend {
   const std::unique_ptr<Backend> inner_;
   mutable absl::Mutex mu_;
   int failing_allocations_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t allocations_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t zeroed_allocations_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status allocation_status_ ABSL_GUARDED_BY(mu_);
   Faults faults_ ABSL_GUARDED_BY(mu_);
   std::vector<FaultyQueue*> queues_ ABSL_GUARDED_BY(mu_);
