@@ -39,8 +39,10 @@ TEST_F(IsolationTest, AKernelCannotReachTheDaemonOrAnotherExecutor) {
                             "hrxd's descriptors",
                             "the shared executor's memory",
                             "ptrace of the shared executor",
-                            "a TCP socket"};
-  for (int i = 0; i < 6; ++i) {
+                            "a TCP socket",
+                            "signalling hrxd",
+                            "signalling the shared executor"};
+  for (int i = 0; i < 8; ++i) {
     uint32_t error = 0;
     std::memcpy(&error, bytes.data() + 4 * i, 4);
     EXPECT_TRUE(error == EACCES || error == EPERM)

@@ -81,12 +81,19 @@ absl::StatusOr<MemfdMapping> MemfdMapping::Create(uint64_t bytes) {
 }
 
 absl::StatusOr<MemfdMapping> MemfdMapping::Adopt(int fd, uint64_t bytes) {
+  // The maker is another process (an executor, which runs tenant code): the
+  // file must be sealed against shrinking, or it could truncate the pages
+  // under this mapping and fault hrxd with SIGBUS on the next touch.
+  const int seals = fcntl(fd, F_GET_SEALS);
   struct stat info {};
-  if (fstat(fd, &info) != 0 || static_cast<uint64_t>(info.st_size) < bytes) {
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0 || fstat(fd, &info) != 0 ||
+      static_cast<uint64_t>(info.st_size) < bytes) {
     close(fd);
     return Refusal(Reason::kMmapFailed,
-                   absl::StrFormat("map a %u-byte memfd: it is smaller or "
-                                   "unreadable. Fix: report a bug.",
+                   absl::StrFormat("map a %u-byte memfd: it is not a memfd "
+                                   "sealed against shrinking, or is smaller. "
+                                   "Fix: report a bug (or a hostile "
+                                   "executor).",
                                    bytes));
   }
   void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

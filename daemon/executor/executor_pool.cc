@@ -113,7 +113,10 @@ absl::Status ExecutorPool::Launch(Executor& executor) {
   sigset_t none;
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attributes, &none);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
+  // A process group of its own: nothing it signals reaches hrxd's.
+  posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setflags(&attributes,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
   pid_t pid = 0;
   const int spawned = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes,
                                   argv.data(), environ);
@@ -229,7 +232,12 @@ void ExecutorPool::Watch() {
                                   absl::FormatDuration(options_.watchdog))));
         kill(pids[i], SIGKILL);
       }
-      if (!link->lost().ok()) Lost(name, link.get(), link->lost());
+      if (!link->lost().ok()) {
+        // Lost by a call that timed out (a hang) or a broken frame: make sure
+        // the process is gone too; its reader reaps it.
+        kill(pids[i], SIGKILL);
+        Lost(name, link.get(), link->lost());
+      }
     }
   }
 }

@@ -113,6 +113,11 @@ bool FrameReader::ReadFully(char* data, size_t size) {
         fds_.emplace_back(fd);
       }
     }
+    // A peer sends a descriptor only with a frame that declares it, and
+    // each is taken at once: more waiting than that is a flood.
+    if ((message.msg_flags & MSG_CTRUNC) != 0 || fds_.size() > kMaxPendingFds) {
+      return false;
+    }
     got += static_cast<size_t>(n);
   }
   return true;

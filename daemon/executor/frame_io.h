@@ -19,6 +19,8 @@ namespace hrx::executor {
 
 // A frame larger than this is a broken peer.
 inline constexpr uint32_t kMaxFrameBytes = uint32_t{64} << 20;
+// Descriptors received and not yet taken past this: a broken peer.
+inline constexpr size_t kMaxPendingFds = 8;
 
 // Sends frames from its own thread, so a caller never waits on the socket.
 // Thread-safe.

@@ -62,6 +62,11 @@ absl::StatusOr<int> RemoteMemory::ExportFd(backend::ExportKind kind) const {
   request.mutable_export_memory()->set_kind(static_cast<uint32_t>(kind));
   HRX_ASSIGN_OR_RETURN(ExecutorLink::Answer answer,
                        link_->Call(std::move(request)));
+  if (!answer.fd.valid()) {
+    return Refusal(Reason::kExportFailed,
+                   "export: the executor sent no descriptor. Fix: report a "
+                   "bug.");
+  }
   return answer.fd.Release();
 }
 

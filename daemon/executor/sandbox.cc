@@ -104,12 +104,6 @@ std::vector<int> DeniedSystemCalls() {
 
 absl::Status EnterSandbox(const SandboxOptions& options) {
   CloseOtherDescriptors(options.keep_fd);
-  // hrxd's death ends the executor: nothing of a tenant outlives it.
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return Failed("PR_SET_PDEATHSIG");
-  // hrxd may have died before the death signal was armed.
-  if (options.parent != 0 && getppid() != options.parent) {
-    return Failed("hrxd already exited");
-  }
   const rlimit no_core{0, 0};
   (void)setrlimit(RLIMIT_CORE, &no_core);
   if (geteuid() == 0 && options.uid != 0) {
@@ -122,6 +116,13 @@ absl::Status EnterSandbox(const SandboxOptions& options) {
     if (setresuid(options.uid, options.uid, options.uid) != 0) {
       return Failed("setresuid");
     }
+  }
+  // hrxd's death ends the executor: nothing of a tenant outlives it. Armed
+  // after the credentials change, which would clear it.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return Failed("PR_SET_PDEATHSIG");
+  // hrxd may have died before the death signal was armed.
+  if (options.parent != 0 && getppid() != options.parent) {
+    return Failed("hrxd already exited");
   }
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     return Failed("PR_SET_NO_NEW_PRIVS");
@@ -142,6 +143,24 @@ absl::Status RestrictSystemCalls() {
   filter.push_back(
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0));
   filter.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS));
+  // Signals and resource limits only for itself: kill, tgkill and prlimit64
+  // name a pid first, which must be 0 (itself) or its own.
+  const uint32_t self = static_cast<uint32_t>(getpid());
+  for (int call : {SYS_kill, SYS_tgkill, SYS_prlimit64}) {
+    filter.push_back(
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+    filter.push_back(
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(call), 0, 5));
+    filter.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                              offsetof(struct seccomp_data, args[0])));
+    // kill(0) would signal the process group: only prlimit64 means itself
+    // by 0.
+    filter.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+                              call == SYS_prlimit64 ? 0u : self, 2, 0));
+    filter.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, self, 1, 0));
+    filter.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM));
+    filter.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  }
   filter.push_back(
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
   // Indices: denied checks at 4..3+n, the socket check at 4+n, allow at

@@ -5,10 +5,12 @@
  *   [0] open /proc/<hrxd>/mem      [1] open /proc/<hrxd>/environ
  *   [2] open /proc/<hrxd>/fd       [3] open /proc/<other>/mem
  *   [4] ptrace attach <other>      [5] socket(AF_INET)
- * Arguments: hrxd pid (u32), other executor pid (u32), out (>= 24 bytes). */
+ *   [6] kill(<hrxd>, 0)            [7] kill(<other>, 0)
+ * Arguments: hrxd pid (u32), other executor pid (u32), out (>= 32 bytes). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,7 +36,7 @@ static uint32_t TryOpen(const char* format, uint32_t pid, int flags) {
 }
 
 int snoop(const hrx_cpu_workgroup* wg) {
-  uint32_t daemon, other, result[6];
+  uint32_t daemon, other, result[8];
   memcpy(&daemon, wg->constants, 4);
   memcpy(&other, wg->constants + 4, 4);
   if (wg->bindings[0].length < sizeof(result)) return 1;
@@ -46,6 +48,8 @@ int snoop(const hrx_cpu_workgroup* wg) {
   const int s = socket(AF_INET, SOCK_STREAM, 0);
   result[5] = s >= 0 ? 0 : (uint32_t)errno;
   if (s >= 0) close(s);
+  result[6] = kill((pid_t)daemon, 0) == 0 ? 0 : (uint32_t)errno;
+  result[7] = kill((pid_t)other, 0) == 0 ? 0 : (uint32_t)errno;
   memcpy(wg->bindings[0].data, result, sizeof(result));
   return 0;
 }
