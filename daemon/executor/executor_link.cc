@@ -15,16 +15,18 @@ namespace {
 
 namespace wire = hrx::executor::v1;
 
-absl::Status Lost(const std::string& tenant, const std::string& why) {
+}  // namespace
+
+absl::Status ExecutorLostStatus(const std::string& name,
+                                const std::string& why) {
   return Refusal(Reason::kExecutorLost,
-                 absl::StrFormat("the executor of tenant \"%s\" %s. Fix: "
+                 absl::StrFormat("the executor of \"%s\" %s; its sessions "
+                                 "ended and their pending work failed. Fix: "
                                  "open a new session (hrxd restarts the "
                                  "executor); find the faulting kernel in "
                                  "hrxd's log.",
-                                 tenant, why));
+                                 name, why));
 }
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<ExecutorLink>> ExecutorLink::Open(
     shared::UniqueFd socket, std::string tenant, absl::Duration call_limit,
@@ -38,7 +40,7 @@ absl::StatusOr<std::shared_ptr<ExecutorLink>> ExecutorLink::Open(
   if (waited != 1 || !first.Next(&bytes) || !event.ParseFromString(bytes) ||
       !event.has_hello()) {
     absl::Status why = cause();
-    return why.ok() ? Lost(tenant, "did not start") : why;
+    return why.ok() ? ExecutorLostStatus(tenant, "did not start") : why;
   }
   auto link = std::shared_ptr<ExecutorLink>(new ExecutorLink(
       std::move(socket), std::move(tenant), call_limit, std::move(cause)));
@@ -82,8 +84,9 @@ absl::StatusOr<ExecutorLink::Answer> ExecutorLink::Call(wire::Request request,
   if (!mu_.AwaitWithTimeout(absl::Condition(&answered), call_limit_)) {
     calls_.erase(request.id());
     mu_.Unlock();
-    Lose(Lost(tenant_, absl::StrFormat("did not answer within %s (hung)",
-                                       absl::FormatDuration(call_limit_))));
+    Lose(ExecutorLostStatus(
+        tenant_, absl::StrFormat("did not answer within %s (hung)",
+                                 absl::FormatDuration(call_limit_))));
     mu_.Lock();
     return lost_;
   }
@@ -186,7 +189,8 @@ void ExecutorLink::ReadLoop() {
   // are delivered (their completions stand).
   absl::MutexLock lock(&mu_);
   if (lost_.ok())
-    lost_ = why.ok() ? Lost(tenant_, "closed its connection") : why;
+    lost_ =
+        why.ok() ? ExecutorLostStatus(tenant_, "closed its connection") : why;
   reading_done_ = true;
 }
 

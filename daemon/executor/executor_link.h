@@ -39,6 +39,11 @@ namespace hrx::executor {
 
 class RemoteQueue;
 
+// UNAVAILABLE "executor_lost": the executor serving `name` (a tenant, or
+// "shared") `why` ("exited with status 3", "did not answer ...").
+absl::Status ExecutorLostStatus(const std::string& name,
+                                const std::string& why);
+
 class ExecutorLink {
  public:
   struct Answer {

@@ -40,16 +40,6 @@ std::string Describe(int status) {
   return "ended";
 }
 
-absl::Status LostStatus(const std::string& name, const std::string& why) {
-  return Refusal(Reason::kExecutorLost,
-                 absl::StrFormat("the executor of \"%s\" %s; its sessions "
-                                 "ended and their pending work failed. Fix: "
-                                 "open a new session (hrxd restarts the "
-                                 "executor); find the faulting kernel in "
-                                 "hrxd's log.",
-                                 name, why));
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ExecutorPool>> ExecutorPool::Start(
@@ -85,7 +75,7 @@ ExecutorPool::~ExecutorPool() {
 absl::Status ExecutorPool::Launch(Executor& executor) {
   int ends[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
-    return LostStatus(
+    return ExecutorLostStatus(
         executor.name,
         absl::StrCat("could not start: socketpair: ", std::strerror(errno)));
   }
@@ -125,8 +115,9 @@ absl::Status ExecutorPool::Launch(Executor& executor) {
   close(ends[1]);
   if (spawned != 0) {
     close(ends[0]);
-    return LostStatus(executor.name, absl::StrCat("could not start: ",
-                                                  std::strerror(spawned)));
+    return ExecutorLostStatus(
+        executor.name,
+        absl::StrCat("could not start: ", std::strerror(spawned)));
   }
   // Asked when the socket ends: the process is reaped (killed first, in case
   // only its socket went) and its end described.
@@ -136,7 +127,7 @@ absl::Status ExecutorPool::Launch(Executor& executor) {
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    return LostStatus(name, Describe(status));
+    return ExecutorLostStatus(name, Describe(status));
   };
   auto link = ExecutorLink::Open(shared::UniqueFd(ends[0]), executor.name,
                                  options_.call_limit, std::move(cause));
@@ -226,7 +217,7 @@ void ExecutorPool::Watch() {
     for (size_t i = 0; i < links.size(); ++i) {
       auto& [name, link] = links[i];
       if (link->lost().ok() && link->Stalled(now, options_.watchdog)) {
-        link->Lose(LostStatus(
+        link->Lose(ExecutorLostStatus(
             name, absl::StrFormat("made no progress for %s (a kernel that "
                                   "does not finish) and was killed",
                                   absl::FormatDuration(options_.watchdog))));
