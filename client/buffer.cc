@@ -121,7 +121,8 @@ absl::StatusOr<Exported> ExportAs(client::internal::Connection* connection,
       connection->buffers().Export(context.get(), request, &exported.response));
   if (!status.ok()) return status;
   auto fd = client::internal::RedeemTicket(exported.response.fd_socket(),
-                                           exported.response.ticket());
+                                           exported.response.ticket(),
+                                           connection->Deadline());
   if (!fd.ok()) return fd.status();
   exported.fd = *std::move(fd);
   return exported;

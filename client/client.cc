@@ -13,11 +13,29 @@ namespace hrx {
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
     const std::string& socket_path, const std::string& client_name) {
-  HRX_ASSIGN_OR_RETURN(
-      std::shared_ptr<client::internal::Connection> connection,
-      client::internal::Connection::Open(
-          shared::ResolveClientSocketPath(socket_path), client_name));
+  ConnectOptions options;
+  options.socket_path = socket_path;
+  options.client_name = client_name;
+  return Connect(options);
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
+    const ConnectOptions& options) {
+  if (options.default_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "default_timeout %s is not positive. Fix: pass a positive duration, "
+        "or absl::InfiniteDuration() to wait without bound.",
+        absl::FormatDuration(options.default_timeout)));
+  }
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<client::internal::Connection> connection,
+                       client::internal::Connection::Open(
+                           shared::ResolveClientSocketPath(options.socket_path),
+                           options.client_name, options.default_timeout));
   return std::unique_ptr<Client>(new Client(std::move(connection)));
+}
+
+absl::Duration Client::default_timeout() const {
+  return connection_->default_timeout();
 }
 
 absl::StatusOr<Device> Client::OpenDevice(int index) const {

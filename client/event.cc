@@ -6,13 +6,14 @@
 namespace hrx {
 namespace client::internal {
 
-absl::Status EventState::SendRecord() const {
-  if (auto stream = stream_.lock()) return stream->Flush();
+absl::Status EventState::SendRecord(absl::Time deadline) const {
+  if (auto stream = stream_.lock()) return stream->Flush(deadline);
   return absl::OkStatus();  // the stream sent everything when it ended
 }
 
 EventState::~EventState() {
-  if (!SendRecord().ok()) return;  // the record never reached the daemon
+  if (!SendRecord(connection_->Deadline()).ok())
+    return;  // the record never reached the daemon
   auto context = connection_->Context();
   hrx::v1::EventRequest request;
   request.set_event(id_);
@@ -22,27 +23,31 @@ EventState::~EventState() {
 
 }  // namespace client::internal
 
-absl::StatusOr<bool> Event::IsComplete() const {
-  HRX_RETURN_IF_ERROR(state_->SendRecord());
+absl::StatusOr<bool> Event::IsComplete(absl::Time deadline) const {
   client::internal::Connection& connection = state_->connection();
-  auto context = connection.Context();
+  deadline = connection.Resolve(deadline);
+  HRX_RETURN_IF_ERROR(state_->SendRecord(deadline));
+  auto context = connection.Context(deadline);
   hrx::v1::EventRequest request;
   request.set_event(state_->id());
   hrx::v1::QueryEventResponse response;
   HRX_RETURN_IF_ERROR(connection.Check(
-      connection.events().QueryEvent(context.get(), request, &response)));
+      connection.events().QueryEvent(context.get(), request, &response),
+      "an event query"));
   return response.complete();
 }
 
-absl::Status Event::Synchronize() const {
-  HRX_RETURN_IF_ERROR(state_->SendRecord());
+absl::Status Event::Synchronize(absl::Time deadline) const {
   client::internal::Connection& connection = state_->connection();
-  auto context = connection.Context();
+  deadline = connection.Resolve(deadline);
+  HRX_RETURN_IF_ERROR(state_->SendRecord(deadline));
+  auto context = connection.Context(deadline);
   hrx::v1::EventRequest request;
   request.set_event(state_->id());
   hrx::v1::SynchronizeEventResponse response;
   return connection.Check(
-      connection.events().SynchronizeEvent(context.get(), request, &response));
+      connection.events().SynchronizeEvent(context.get(), request, &response),
+      "an event's synchronize");
 }
 
 uint64_t Event::id() const { return state_->id(); }

@@ -275,10 +275,12 @@ absl::Status Stream::Launch(const GraphExec& exec) {
 }
 
 absl::StatusOr<std::vector<NodeProfile>> Stream::LaunchProfiled(
-    const GraphExec& exec) {
+    const GraphExec& exec, absl::Time deadline) {
   HRX_RETURN_IF_ERROR(exec.CheckStream(state_.get(), "launch profiled"));
-  HRX_ASSIGN_OR_RETURN(hrx::v1::Profile profile,
-                       state_->LaunchProfiled(exec.handle_));
+  HRX_ASSIGN_OR_RETURN(
+      hrx::v1::Profile profile,
+      state_->LaunchProfiled(exec.handle_,
+                             state_->connection().Resolve(deadline)));
   std::vector<NodeProfile> nodes;
   for (const hrx::v1::ProfiledNode& node : profile.nodes()) {
     nodes.push_back({node.label(), node.nanoseconds()});

@@ -239,14 +239,18 @@ absl::Status Stream::UploadShared(const View& dst,
   return absl::OkStatus();
 }
 
-absl::Status Stream::ReadShared(const View& src, std::span<uint8_t> out) {
-  if (shared_staging_busy_) HRX_RETURN_IF_ERROR(Synchronize());
+absl::Status Stream::ReadShared(const View& src, std::span<uint8_t> out,
+                                absl::Time deadline) {
+  if (shared_staging_busy_) HRX_RETURN_IF_ERROR(Synchronize(deadline));
   constexpr uint64_t kHalf = kSharedStagingBytes / 2;
   if (out.size() <= kHalf) {
     // One chunk: copy in, wait, copy out.
     HRX_ASSIGN_OR_RETURN(View into, shared_staging_->Slice(0, out.size()));
     HRX_RETURN_IF_ERROR(Copy(into, src));
-    HRX_RETURN_IF_ERROR(Synchronize());
+    // Busy until a sync completes: a wait that times out leaves the copy
+    // queued, writing the region.
+    shared_staging_busy_ = true;
+    HRX_RETURN_IF_ERROR(Synchronize(deadline));
     std::memcpy(out.data(), shared_map_->bytes().data(), out.size());
     return absl::OkStatus();
   }
@@ -263,19 +267,21 @@ absl::Status Stream::ReadShared(const View& src, std::span<uint8_t> out) {
     issued += chunk;
     return absl::OkStatus();
   };
+  shared_staging_busy_ = true;  // as above, until a sync completes
   HRX_RETURN_IF_ERROR(issue(0));
   if (issued < out.size()) HRX_RETURN_IF_ERROR(issue(1));
   uint64_t index = 0;
   for (uint64_t taken = 0; taken < out.size(); ++index) {
     const int half = static_cast<int>(index % 2);
     const uint64_t chunk = std::min<uint64_t>(kHalf, out.size() - taken);
-    HRX_RETURN_IF_ERROR(ready[half]->Synchronize());
+    HRX_RETURN_IF_ERROR(ready[half]->Synchronize(deadline));
     ready[half].reset();
     std::memcpy(out.data() + taken, shared_map_->bytes().data() + half * kHalf,
                 chunk);
     taken += chunk;
     if (issued < out.size()) HRX_RETURN_IF_ERROR(issue(half));
   }
+  shared_staging_busy_ = false;  // every copy into the region has run
   return absl::OkStatus();
 }
 
@@ -305,9 +311,11 @@ absl::Status Stream::Upload(const View& dst, std::span<const uint8_t> bytes) {
 }
 
 absl::Status Stream::UploadBlocking(const View& dst,
-                                    std::span<const uint8_t> bytes) {
+                                    std::span<const uint8_t> bytes,
+                                    absl::Time deadline) {
+  deadline = state_->connection().Resolve(deadline);
   HRX_RETURN_IF_ERROR(Upload(dst, bytes));
-  return Synchronize();
+  return Synchronize(deadline);
 }
 
 absl::StatusOr<Readback> Stream::Read(const View& src) {
@@ -320,8 +328,10 @@ absl::StatusOr<Readback> Stream::Read(const View& src) {
   return Readback(std::move(staging), src.length(), state_.get());
 }
 
-absl::Status Stream::ReadBlocking(const View& src, std::span<uint8_t> out) {
+absl::Status Stream::ReadBlocking(const View& src, std::span<uint8_t> out,
+                                  absl::Time deadline) {
   HRX_RETURN_IF_ERROR(CheckOwned(src, "read src"));
+  deadline = state_->connection().Resolve(deadline);
   if (out.size() != src.length()) {
     return Refusal(
         Reason::kReadSizeMismatch,
@@ -330,17 +340,17 @@ absl::Status Stream::ReadBlocking(const View& src, std::span<uint8_t> out) {
             "holds %u. Fix: pass a destination of exactly the view's length.",
             src.length(), out.size()));
   }
-  if (out.empty()) return Synchronize();
+  if (out.empty()) return Synchronize(deadline);
   if (out.size() >= shared_threshold_ && EnsureSharedStaging()) {
-    return ReadShared(src, out);
+    return ReadShared(src, out, deadline);
   }
   for (uint64_t done = 0; done < out.size(); done += kReadChunkBytes) {
     const uint64_t chunk =
         std::min<uint64_t>(kReadChunkBytes, out.size() - done);
     HRX_ASSIGN_OR_RETURN(View part, src.Slice(done, chunk));
-    HRX_ASSIGN_OR_RETURN(
-        std::string bytes,
-        state_->Read(part.buffer_handle(), part.offset(), part.length()));
+    HRX_ASSIGN_OR_RETURN(std::string bytes,
+                         state_->Read(part.buffer_handle(), part.offset(),
+                                      part.length(), deadline));
     if (bytes.size() != chunk) {
       return Refusal(
           Reason::kShortRead,
@@ -452,22 +462,27 @@ absl::Status Stream::WaitEvent(const Event& event) {
         "device. Fix: wait on events recorded through the same hrx::Client.");
   }
   // The recording stream's batch goes first, so the daemon knows the event.
-  HRX_RETURN_IF_ERROR(event.state_->SendRecord());
+  HRX_RETURN_IF_ERROR(
+      event.state_->SendRecord(state_->connection().Deadline()));
   hrx::v1::Command command;
   command.mutable_wait_event()->set_event(event.id());
   return state_->Append(std::move(command), 0);
 }
 
-absl::Status Stream::Flush() { return state_->Flush(); }
+absl::Status Stream::Flush(absl::Time deadline) {
+  return state_->Flush(state_->connection().Resolve(deadline));
+}
 
-absl::Status Stream::Synchronize() {
-  HRX_RETURN_IF_ERROR(state_->Synchronize());
+absl::Status Stream::Synchronize(absl::Time deadline) {
+  HRX_RETURN_IF_ERROR(
+      state_->Synchronize(state_->connection().Resolve(deadline)));
   shared_staging_busy_ = false;
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> Stream::IsIdle() {
-  HRX_ASSIGN_OR_RETURN(const bool idle, state_->Poll());
+absl::StatusOr<bool> Stream::IsIdle(absl::Time deadline) {
+  HRX_ASSIGN_OR_RETURN(const bool idle,
+                       state_->Poll(state_->connection().Resolve(deadline)));
   // Everything issued has run, so no queued copy still reads the region.
   if (idle) shared_staging_busy_ = false;
   return idle;
@@ -497,7 +512,8 @@ absl::StatusOr<StreamStats> Stream::GetStats() {
   return stats;
 }
 
-absl::StatusOr<std::vector<uint8_t>> Readback::Wait(Stream& stream) {
+absl::StatusOr<std::vector<uint8_t>> Readback::Wait(Stream& stream,
+                                                    absl::Time deadline) {
   if (stream.state_.get() != stream_) {
     return Refusal(Reason::kReadbackForeignStream,
                    "this readback was queued on another "
@@ -505,7 +521,7 @@ absl::StatusOr<std::vector<uint8_t>> Readback::Wait(Stream& stream) {
   }
   std::vector<uint8_t> bytes(length_);
   HRX_ASSIGN_OR_RETURN(View whole, buffer_.Slice(0, length_));
-  HRX_RETURN_IF_ERROR(stream.ReadBlocking(whole, bytes));
+  HRX_RETURN_IF_ERROR(stream.ReadBlocking(whole, bytes, deadline));
   return bytes;
 }
 

@@ -61,6 +61,8 @@ constexpr ReasonInfo kReasons[] = {
      Origin::kDaemon},
     {Reason::kDaemonUnreachable, "daemon_unreachable",
      absl::StatusCode::kUnavailable, Origin::kClient},
+    {Reason::kDeadlineExceeded, "deadline_exceeded",
+     absl::StatusCode::kDeadlineExceeded, Origin::kClient},
     {Reason::kDescriptorsExhausted, "descriptors_exhausted",
      absl::StatusCode::kResourceExhausted, Origin::kDaemon},
     {Reason::kDeviceFault, "device_fault", absl::StatusCode::kInternal,

@@ -44,6 +44,7 @@ enum class Reason : uint16_t {
   kCopyLengthMismatch,
   kCopyOverlap,
   kDaemonUnreachable,
+  kDeadlineExceeded,
   kDescriptorsExhausted,
   kDeviceFault,
   kDeviceLost,

@@ -65,6 +65,10 @@ absl::Status CallStatus(const grpc::Status& status,
       status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
     return shared::FromGrpcStatus(status);
   }
+  if (absl::Status refusal = shared::FromGrpcStatus(status);
+      ReasonOf(refusal).has_value()) {
+    return refusal;  // the daemon's own (shutting_down, executor_lost...)
+  }
   struct stat info {};
   const bool exists = stat(socket_path.c_str(), &info) == 0;
   return Refusal(
@@ -77,8 +81,27 @@ absl::Status CallStatus(const grpc::Status& status,
           status.error_message(), shared::kSocketEnvVar));
 }
 
+absl::Status Connection::Check(const grpc::Status& status,
+                               const char* what) const {
+  // Only gRPC's own deadline is rewritten; a daemon's refusal keeps its
+  // reason.
+  if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED ||
+      ReasonOf(shared::FromGrpcStatus(status)).has_value()) {
+    return CallStatus(status, socket_path_);
+  }
+  return Refusal(
+      Reason::kDeadlineExceeded,
+      absl::StrFormat("hrxd at %s did not answer %s by its deadline (%s). "
+                      "Fix: pass a later deadline or raise "
+                      "ConnectOptions::default_timeout (now %s); if the daemon "
+                      "is stuck, check it with hrxctl status.",
+                      socket_path_, what, status.error_message(),
+                      absl::FormatDuration(default_timeout_)));
+}
+
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(
-    const std::string& socket_path, const std::string& client_name) {
+    const std::string& socket_path, const std::string& client_name,
+    absl::Duration default_timeout) {
   // Never talk to a daemon someone else could have planted.
   if (absl::Status trusted = shared::CheckTrustedSocket(socket_path);
       !trusted.ok()) {
@@ -94,17 +117,20 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(
   const grpc::Status status =
       sessions->OpenSession(&context, request, &response);
   if (!status.ok()) return CallStatus(status, socket_path);
-  return std::shared_ptr<Connection>(new Connection(
-      socket_path, std::move(channel), FromProto(response.session())));
+  return std::shared_ptr<Connection>(
+      new Connection(socket_path, std::move(channel),
+                     FromProto(response.session()), default_timeout));
 }
 
 Connection::Connection(std::string socket_path,
                        std::shared_ptr<grpc::Channel> channel,
-                       shared::WireHandle session)
+                       shared::WireHandle session,
+                       absl::Duration default_timeout)
     : socket_path_(std::move(socket_path)),
       channel_(std::move(channel)),
       session_(session),
       brand_(NextBrand()),
+      default_timeout_(default_timeout),
       sessions_(hrx::v1::Sessions::NewStub(channel_)),
       buffers_(hrx::v1::Buffers::NewStub(channel_)),
       streams_(hrx::v1::Streams::NewStub(channel_)),
@@ -121,8 +147,12 @@ Connection::~Connection() {
   (void)sessions_->CloseSession(context.get(), request, &response);
 }
 
-std::unique_ptr<grpc::ClientContext> Connection::Context() const {
+std::unique_ptr<grpc::ClientContext> Connection::Context(
+    absl::Time deadline) const {
   auto context = std::make_unique<grpc::ClientContext>();
+  if (deadline != absl::InfiniteFuture()) {
+    context->set_deadline(absl::ToChronoTime(deadline));
+  }
   context->AddMetadata(shared::kSessionMetadataKey,
                        shared::FormatWireHandle(session_));
   return context;

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "hrx/buffer.h"
@@ -59,14 +60,27 @@ class Connection {
  public:
   // Opens a session; UNAVAILABLE naming the path when no daemon answers.
   static absl::StatusOr<std::shared_ptr<Connection>> Open(
-      const std::string& socket_path, const std::string& client_name);
+      const std::string& socket_path, const std::string& client_name,
+      absl::Duration default_timeout);
   ~Connection();  // closes the session (the daemon drains its work)
 
-  // A context carrying the session metadata.
-  std::unique_ptr<grpc::ClientContext> Context() const;
-  absl::Status Check(const grpc::Status& status) const {
-    return CallStatus(status, socket_path_);
+  // A context carrying the session metadata, ending at `deadline` (by
+  // default, Deadline()).
+  std::unique_ptr<grpc::ClientContext> Context() const {
+    return Context(Deadline());
   }
+  std::unique_ptr<grpc::ClientContext> Context(absl::Time deadline) const;
+  // The deadline of a blocking call given none: now + default_timeout().
+  absl::Time Deadline() const { return absl::Now() + default_timeout_; }
+  absl::Duration default_timeout() const { return default_timeout_; }
+  // A caller's deadline, with kDefaultDeadline replaced by Deadline().
+  absl::Time Resolve(absl::Time deadline) const {
+    return deadline == absl::InfinitePast() ? Deadline() : deadline;
+  }
+  // A call's status as a libhrx refusal; `what` names the call when it ran
+  // past its deadline (DEADLINE_EXCEEDED, "deadline_exceeded").
+  absl::Status Check(const grpc::Status& status,
+                     const char* what = "a call") const;
 
   hrx::v1::Buffers::Stub& buffers() { return *buffers_; }
   hrx::v1::Streams::Stub& streams() { return *streams_; }
@@ -91,12 +105,13 @@ class Connection {
 
  private:
   Connection(std::string socket_path, std::shared_ptr<grpc::Channel> channel,
-             shared::WireHandle session);
+             shared::WireHandle session, absl::Duration default_timeout);
 
   const std::string socket_path_;
   const std::shared_ptr<grpc::Channel> channel_;
   const shared::WireHandle session_;
   const uint64_t brand_;
+  const absl::Duration default_timeout_;
   const std::unique_ptr<hrx::v1::Sessions::Stub> sessions_;
   const std::unique_ptr<hrx::v1::Buffers::Stub> buffers_;
   const std::unique_ptr<hrx::v1::Streams::Stub> streams_;

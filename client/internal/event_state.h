@@ -22,7 +22,7 @@ class EventState {
   ~EventState();  // releases the daemon's event, after the record was sent
 
   // Sends the recording stream's pending commands, acknowledged.
-  absl::Status SendRecord() const;
+  absl::Status SendRecord(absl::Time deadline) const;
 
   Connection& connection() const { return *connection_; }
   uint64_t id() const { return id_; }

@@ -4,6 +4,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -13,9 +14,35 @@
 
 namespace hrx::client::internal {
 
+namespace {
+
+// Bounds every later send and receive on `sock` by the time left until
+// `deadline` (at least 1 ms; none for an infinite deadline).
+void BoundSocketWaits(int sock, absl::Time deadline) {
+  if (deadline == absl::InfiniteFuture()) return;
+  const absl::Duration left =
+      std::max(deadline - absl::Now(), absl::Milliseconds(1));
+  const timeval bound = absl::ToTimeval(left);
+  setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof(bound));
+  setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof(bound));
+}
+
+absl::Status TimedOut(const std::string& fd_socket) {
+  return Refusal(Reason::kDeadlineExceeded,
+                 absl::StrFormat("hrxd's descriptor side channel %s did not "
+                                 "answer by the deadline. Fix: pass a later "
+                                 "deadline, or check the daemon with hrxctl "
+                                 "status.",
+                                 fd_socket));
+}
+
+}  // namespace
+
 absl::StatusOr<shared::UniqueFd> RedeemTicket(const std::string& fd_socket,
-                                              std::string_view ticket) {
+                                              std::string_view ticket,
+                                              absl::Time deadline) {
   shared::UniqueFd sock(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (sock.valid()) BoundSocketWaits(sock.get(), deadline);
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   std::strncpy(address.sun_path, fd_socket.c_str(),
@@ -32,6 +59,7 @@ absl::StatusOr<shared::UniqueFd> RedeemTicket(const std::string& fd_socket,
   }
   if (send(sock.get(), ticket.data(), ticket.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(ticket.size())) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return TimedOut(fd_socket);
     return Refusal(Reason::kSideChannelFailed,
                    absl::StrFormat("sending the ticket to %s: %s. Fix: retry.",
                                    fd_socket, std::strerror(errno)));
@@ -47,6 +75,7 @@ absl::StatusOr<shared::UniqueFd> RedeemTicket(const std::string& fd_socket,
   reply.msg_controllen = sizeof(control);
   const ssize_t got =
       recvmsg(sock.get(), &reply, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  const bool timed_out = got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   // Take ownership of any descriptor first, so no path below leaks it.
   shared::UniqueFd descriptor;
   for (cmsghdr* c = CMSG_FIRSTHDR(&reply); c != nullptr;
@@ -57,6 +86,7 @@ absl::StatusOr<shared::UniqueFd> RedeemTicket(const std::string& fd_socket,
       descriptor.Reset(fd);
     }
   }
+  if (timed_out) return TimedOut(fd_socket);
   if (got != static_cast<ssize_t>(sizeof(header)) ||
       header.magic != shared::kFdReplyMagic ||
       header.message_length > shared::kMaxFdReplyMessage) {

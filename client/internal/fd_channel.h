@@ -1,5 +1,6 @@
 // The client end of the descriptor side channel: redeems an export ticket
-// for the descriptor it names (see daemon/server/fd_channel.h).
+// for the descriptor it names (see daemon/server/fd_channel.h). Sending and
+// receiving end by `deadline` (DEADLINE_EXCEEDED, "deadline_exceeded").
 #ifndef HRX_CLIENT_INTERNAL_FD_CHANNEL_H_
 #define HRX_CLIENT_INTERNAL_FD_CHANNEL_H_
 
@@ -7,12 +8,14 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "shared/unique_fd.h"
 
 namespace hrx::client::internal {
 
-absl::StatusOr<shared::UniqueFd> RedeemTicket(const std::string& fd_socket,
-                                              std::string_view ticket);
+absl::StatusOr<shared::UniqueFd> RedeemTicket(
+    const std::string& fd_socket, std::string_view ticket,
+    absl::Time deadline = absl::InfiniteFuture());
 
 }  // namespace hrx::client::internal
 

@@ -19,16 +19,18 @@ absl::Status ReplyStatus(const hrx::v1::StreamReply& reply) {
 
 absl::StatusOr<std::shared_ptr<StreamState>> StreamState::Open(
     std::shared_ptr<Connection> connection) {
-  std::unique_ptr<grpc::ClientContext> context = connection->Context();
-  std::unique_ptr<Call> call = connection->streams().Open(context.get());
+  const absl::Time deadline = connection->Deadline();
+  // The call lives as long as the stream: only each wait on it is bounded.
+  std::shared_ptr<StreamCall> call = StreamCall::Start(
+      connection->streams(), connection->Context(absl::InfiniteFuture()));
   std::shared_ptr<StreamState> state(
-      new StreamState(connection, std::move(context), std::move(call)));
+      new StreamState(connection, std::move(call)));
   hrx::v1::StreamRequest open;
   open.mutable_open();
   absl::StatusOr<hrx::v1::StreamReply> reply;
   {
     absl::MutexLock lock(&state->mu_);
-    reply = state->RoundTripLocked(std::move(open));
+    reply = state->RoundTripLocked(std::move(open), "open", deadline);
   }
   if (!reply.ok()) return reply.status();
   state->handle_ = FromProto(reply->opened().stream());
@@ -41,28 +43,21 @@ absl::StatusOr<std::shared_ptr<StreamState>> StreamState::Open(
   return state;
 }
 
-StreamState::StreamState(std::shared_ptr<Connection> connection,
-                         std::unique_ptr<grpc::ClientContext> context,
-                         std::unique_ptr<Call> call)
-    : connection_(std::move(connection)),
-      context_(std::move(context)),
-      call_(std::move(call)) {}
-
 StreamState::~StreamState() {
+  const absl::Time deadline = connection_->Deadline();
   absl::MutexLock lock(&mu_);
   if (broken_) return;
-  (void)SendBatchLocked(/*ack=*/false);
+  (void)SendBatchLocked(/*ack=*/false, deadline);
   if (broken_) return;
-  call_->WritesDone();
-  // Finish waits for the daemon to drain and destroy the stream.
-  (void)call_->Finish();
+  // Close waits for the daemon to drain and destroy the stream.
+  (void)call_->Close(deadline);
 }
 
 absl::Status StreamState::BrokenLocked() {
   if (!broken_) {
     broken_ = true;
-    call_->WritesDone();
-    broken_status_ = connection_->Check(call_->Finish());
+    broken_status_ =
+        connection_->Check(call_->Close(connection_->Deadline()), "a stream");
     if (broken_status_.ok()) {
       broken_status_ = Refusal(
           Reason::kStreamBroken,
@@ -74,107 +69,135 @@ absl::Status StreamState::BrokenLocked() {
   return broken_status_;
 }
 
-absl::Status StreamState::SendBatchLocked(bool ack) {
+absl::Status StreamState::FailedLocked(StreamCall::Outcome outcome,
+                                       const char* what, absl::Time deadline) {
+  if (outcome == StreamCall::Outcome::kCallOver) return BrokenLocked();
+  return Refusal(
+      Reason::kDeadlineExceeded,
+      absl::StrFormat(
+          "stream %u on hrxd at %s: no answer to %s by its deadline (%s). "
+          "The daemon still runs what it was sent, and the stream stays "
+          "usable. Fix: pass a later deadline or raise "
+          "ConnectOptions::default_timeout (now %s); if the work is stuck, "
+          "look for a hung kernel (hrxctl executors).",
+          handle_.object, connection_->socket_path(), what,
+          absl::FormatTime(deadline),
+          absl::FormatDuration(connection_->default_timeout())));
+}
+
+absl::Status StreamState::SendBatchLocked(bool ack, absl::Time deadline) {
   if (broken_) return broken_status_;
   // Nothing pending and every batch sent has been answered for: the daemon
   // has already taken everything in, so there is nothing to order after.
   if (pending_.batch().commands_size() == 0 && (!ack || !unacknowledged_)) {
     return absl::OkStatus();
   }
-  pending_.set_token(ack ? next_token_++ : 0);
+  const uint64_t token = ack ? next_token_++ : 0;
+  pending_.set_token(token);
   pending_.mutable_batch()->set_ack(ack);
-  const bool sent = call_->Write(pending_);
-  pending_.mutable_batch()->clear_commands();
+  hrx::v1::StreamRequest batch = std::move(pending_);
+  pending_.Clear();
+  pending_.mutable_batch();
   pending_bytes_ = 0;
-  if (!sent) return BrokenLocked();
+  const StreamCall::Outcome sent = call_->Write(std::move(batch), deadline);
+  if (sent != StreamCall::Outcome::kDone) {
+    return FailedLocked(sent, "sending a batch", deadline);
+  }
   if (!ack) {
     unacknowledged_ = true;
     return absl::OkStatus();
   }
   hrx::v1::StreamReply reply;
-  if (!call_->Read(&reply)) return BrokenLocked();
+  const StreamCall::Outcome answered = call_->Await(token, deadline, &reply);
+  if (answered != StreamCall::Outcome::kDone) {
+    return FailedLocked(answered, "a flush", deadline);
+  }
   unacknowledged_ = false;
   return ReplyStatus(reply);
 }
 
 absl::StatusOr<hrx::v1::StreamReply> StreamState::RoundTripLocked(
-    hrx::v1::StreamRequest request) {
+    hrx::v1::StreamRequest request, const char* what, absl::Time deadline) {
   if (pending_.has_batch() && pending_.batch().commands_size() != 0) {
-    if (absl::Status sent = SendBatchLocked(false); !sent.ok()) return sent;
+    if (absl::Status sent = SendBatchLocked(false, deadline); !sent.ok()) {
+      return sent;
+    }
   }
   if (broken_) return broken_status_;
   const uint64_t token = next_token_++;
   request.set_token(token);
-  if (!call_->Write(request)) return BrokenLocked();
+  const StreamCall::Outcome sent = call_->Write(std::move(request), deadline);
+  if (sent != StreamCall::Outcome::kDone) {
+    return FailedLocked(sent, what, deadline);
+  }
   hrx::v1::StreamReply reply;
-  if (!call_->Read(&reply)) return BrokenLocked();
+  const StreamCall::Outcome answered = call_->Await(token, deadline, &reply);
+  if (answered != StreamCall::Outcome::kDone) {
+    return FailedLocked(answered, what, deadline);
+  }
   // The daemon handles requests in order: a reply means every batch written
   // before this request has been taken in.
   unacknowledged_ = false;
-  if (reply.token() != token) {
-    return Refusal(
-        Reason::kStreamProtocol,
-        absl::StrFormat("expected the reply to request %u, got %u. Fix: "
-                        "report this daemon bug.",
-                        token, reply.token()));
-  }
   if (absl::Status status = ReplyStatus(reply); !status.ok()) return status;
   return reply;
 }
 
 absl::Status StreamState::Append(hrx::v1::Command command,
                                  uint64_t payload_bytes) {
+  const absl::Time deadline = connection_->Deadline();
   absl::MutexLock lock(&mu_);
   *pending_.mutable_batch()->add_commands() = std::move(command);
   pending_bytes_ += payload_bytes;
   if (pending_bytes_ >= kBatchFlushBytes ||
       static_cast<size_t>(pending_.batch().commands_size()) >=
           kBatchFlushCommands) {
-    return SendBatchLocked(/*ack=*/false);
+    return SendBatchLocked(/*ack=*/false, deadline);
   }
   return absl::OkStatus();
 }
 
-absl::Status StreamState::Flush() {
+absl::Status StreamState::Flush(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
-  return SendBatchLocked(/*ack=*/true);
+  return SendBatchLocked(/*ack=*/true, deadline);
 }
 
-absl::Status StreamState::Synchronize() {
+absl::Status StreamState::Synchronize(absl::Time deadline) {
   hrx::v1::StreamRequest request;
   request.mutable_sync();
   absl::MutexLock lock(&mu_);
-  return RoundTripLocked(std::move(request)).status();
+  return RoundTripLocked(std::move(request), "a synchronize", deadline)
+      .status();
 }
 
 absl::StatusOr<std::string> StreamState::Read(const shared::WireHandle& buffer,
-                                              uint64_t offset,
-                                              uint64_t length) {
+                                              uint64_t offset, uint64_t length,
+                                              absl::Time deadline) {
   hrx::v1::StreamRequest request;
   ToProto(buffer, request.mutable_read()->mutable_buffer());
   request.mutable_read()->set_offset(offset);
   request.mutable_read()->set_length(length);
   absl::MutexLock lock(&mu_);
-  auto reply = RoundTripLocked(std::move(request));
+  auto reply = RoundTripLocked(std::move(request), "a read", deadline);
   if (!reply.ok()) return reply.status();
   return std::move(*reply->mutable_data());
 }
 
 absl::StatusOr<hrx::v1::Profile> StreamState::LaunchProfiled(
-    const shared::WireHandle& exec) {
+    const shared::WireHandle& exec, absl::Time deadline) {
   hrx::v1::StreamRequest request;
   ToProto(exec, request.mutable_launch_profiled()->mutable_exec());
   absl::MutexLock lock(&mu_);
-  auto reply = RoundTripLocked(std::move(request));
+  auto reply =
+      RoundTripLocked(std::move(request), "a profiled launch", deadline);
   if (!reply.ok()) return reply.status();
   return std::move(*reply->mutable_profile());
 }
 
-absl::StatusOr<bool> StreamState::Poll() {
+absl::StatusOr<bool> StreamState::Poll(absl::Time deadline) {
   hrx::v1::StreamRequest request;
   request.mutable_poll();
   absl::MutexLock lock(&mu_);
-  auto reply = RoundTripLocked(std::move(request));
+  auto reply = RoundTripLocked(std::move(request), "a poll", deadline);
   if (!reply.ok()) return reply.status();
   return reply->complete();
 }

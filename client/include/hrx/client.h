@@ -12,6 +12,12 @@
 // Every call returns absl::Status or absl::StatusOr; refusals carry the
 // canonical gRPC code and a message ending in "Fix: ...".
 //
+// No call waits without bound: a blocking call waits until the deadline it
+// is given, else for the client's default_timeout, and then returns
+// DEADLINE_EXCEEDED ("deadline_exceeded") naming what it waited for. A
+// stream stays usable after one (the daemon still runs the work); a stream's
+// destructor waits at most default_timeout for the daemon to drain it.
+//
 // Threading: Client and Device are thread-safe; see stream.h for streams.
 #ifndef HRX_CLIENT_INCLUDE_HRX_CLIENT_H_
 #define HRX_CLIENT_INCLUDE_HRX_CLIENT_H_
@@ -21,6 +27,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "hrx/buffer.h"
 #include "hrx/event.h"
 #include "hrx/graph.h"
@@ -35,6 +42,19 @@ struct DeviceInfo {
   std::string target;  // exact compiler target
   uint64_t memory_bytes = 0;
   uint32_t queue_count = 0;
+};
+
+// Longer than the executor watchdog's default (30 s, which ends a hung
+// kernel with "executor_lost"), so by default this bound fires only when the
+// daemon itself stops answering or the work is legitimately longer.
+inline constexpr absl::Duration kDefaultTimeout = absl::Seconds(60);
+
+struct ConnectOptions {
+  std::string socket_path;  // else $HRXD_SOCKET, else the per-user default
+  std::string client_name;
+  // Bound on every blocking call not given a deadline of its own;
+  // absl::InfiniteDuration() waits without bound.
+  absl::Duration default_timeout = kDefaultTimeout;
 };
 
 class Device {
@@ -68,6 +88,9 @@ class Client {
   // daemon answers there.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(
       const std::string& socket_path = "", const std::string& client_name = "");
+  // INVALID_ARGUMENT for a default_timeout that is not positive.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(
+      const ConnectOptions& options);
 
   // NOT_FOUND for an index the daemon does not have (it owns device 0).
   absl::StatusOr<Device> OpenDevice(int index) const;
@@ -77,6 +100,7 @@ class Client {
                                        const std::string& target) const;
 
   const Handle& session() const;
+  absl::Duration default_timeout() const;
   const std::string& socket_path() const;
 
  private:

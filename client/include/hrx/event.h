@@ -11,8 +11,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace hrx {
+
+// A blocking call's deadline when none is given: now + default_timeout.
+inline constexpr absl::Time kDefaultDeadline = absl::InfinitePast();
 
 namespace client::internal {
 class EventState;
@@ -22,9 +26,9 @@ class Event {
  public:
   // Polls completion without waiting. Sends the recording stream's pending
   // commands first, so it observes everything recorded before the event.
-  absl::StatusOr<bool> IsComplete() const;
-  // Waits on the host for the recorded work.
-  absl::Status Synchronize() const;
+  absl::StatusOr<bool> IsComplete(absl::Time deadline = kDefaultDeadline) const;
+  // Waits on the host for the recorded work, until `deadline` (stream.h).
+  absl::Status Synchronize(absl::Time deadline = kDefaultDeadline) const;
 
   uint64_t id() const;
   uint64_t brand() const;

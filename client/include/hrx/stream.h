@@ -15,6 +15,13 @@
 // to the Stream object. Destroying the stream ends that state; a Graph
 // begun on it is then refused ("stream_destroyed").
 //
+// Deadlines: every call that waits takes an optional deadline. The default,
+// kDefaultDeadline, means now + the client's default_timeout (client.h);
+// absl::InfiniteFuture() waits without bound. Past it the call returns
+// DEADLINE_EXCEEDED ("deadline_exceeded") naming what it waited for; the
+// stream stays usable, the work stays queued in the daemon, and later calls
+// are ordered after it as usual.
+//
 // Threading: a Stream is used from one thread at a time.
 #ifndef HRX_CLIENT_INCLUDE_HRX_STREAM_H_
 #define HRX_CLIENT_INCLUDE_HRX_STREAM_H_
@@ -29,6 +36,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "hrx/buffer.h"
 #include "hrx/event.h"
 #include "hrx/graph.h"
@@ -74,7 +82,8 @@ class Readback {
  public:
   // Waits on the originating stream only; FAILED_PRECONDITION
   // ("readback_foreign_stream") for another stream.
-  absl::StatusOr<std::vector<uint8_t>> Wait(Stream& stream);
+  absl::StatusOr<std::vector<uint8_t>> Wait(
+      Stream& stream, absl::Time deadline = kDefaultDeadline);
 
  private:
   friend class Stream;
@@ -143,11 +152,13 @@ class Stream {
   // pending stagings or 64 MiB per stream, past which the stream completes
   // its earlier work first).
   absl::Status Upload(const View& dst, std::span<const uint8_t> bytes);
-  absl::Status UploadBlocking(const View& dst, std::span<const uint8_t> bytes);
+  absl::Status UploadBlocking(const View& dst, std::span<const uint8_t> bytes,
+                              absl::Time deadline = kDefaultDeadline);
   // Queues a copy of `src` into an owned buffer, in stream order.
   absl::StatusOr<Readback> Read(const View& src);
   // Reads src after all earlier work; out.size() must equal src.length().
-  absl::Status ReadBlocking(const View& src, std::span<uint8_t> out);
+  absl::Status ReadBlocking(const View& src, std::span<uint8_t> out,
+                            absl::Time deadline = kDefaultDeadline);
 
   // --- Kernels ----------------------------------------------------------
   // Loads `entry` from code-object bytes; the daemon learns its signature.
@@ -180,23 +191,23 @@ class Stream {
   // and returns each one's device time with its label. Waits for the launch.
   // Profiling adds barriers: diagnostic, not performance evidence.
   absl::StatusOr<std::vector<NodeProfile>> LaunchProfiled(
-      const GraphExec& exec);
+      const GraphExec& exec, absl::Time deadline = kDefaultDeadline);
 
   // Transfers of at least `bytes` use the shared staging region; 0 always,
   // UINT64_MAX never.
   void SetSharedTransferThreshold(uint64_t bytes) { shared_threshold_ = bytes; }
 
   // Sends pending commands (acknowledged, so later calls are ordered after).
-  absl::Status Flush();
+  absl::Status Flush(absl::Time deadline = kDefaultDeadline);
   // Waits until everything issued on this stream has run.
-  absl::Status Synchronize();
+  absl::Status Synchronize(absl::Time deadline = kDefaultDeadline);
   // Synchronize without the wait: sends pending commands, then answers
   // whether everything issued on this stream so far, up to this call, has
   // run. Each call looks at the stream as it is then, so work issued later
   // makes it false again; to watch one point of the timeline instead, use
   // RecordEvent and Event::IsComplete. Never waits for other streams' work.
   // Formerly Submit().IsComplete(); Submit().Wait() was Synchronize().
-  absl::StatusOr<bool> IsIdle();
+  absl::StatusOr<bool> IsIdle(absl::Time deadline = kDefaultDeadline);
   // Diagnostics: the daemon's view of this stream's staging and caches.
   absl::StatusOr<StreamStats> GetStats();
 
@@ -222,7 +233,8 @@ class Stream {
   // The shared staging region, mapped; false when it cannot be had.
   bool EnsureSharedStaging();
   absl::Status UploadShared(const View& dst, std::span<const uint8_t> bytes);
-  absl::Status ReadShared(const View& src, std::span<uint8_t> out);
+  absl::Status ReadShared(const View& src, std::span<uint8_t> out,
+                          absl::Time deadline);
 
   std::shared_ptr<client::internal::StreamState> state_;
   uint64_t shared_threshold_ = kDefaultSharedTransferThreshold;
