@@ -1,6 +1,7 @@
 // hrxd: parse flags, then hand over to hrx::daemon::Run.
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -65,12 +66,15 @@ int main(int argc, char** argv) {
   }
   absl::SetProgramUsageMessage("hrxd: the hrx GPU daemon");
   // Accept --log-level as well as --log_level.
+  // Each rewritten argument keeps its own storage for the life of the
+  // process (a single reused string freed the first one's bytes when the
+  // flag came twice: found by AddressSanitizer).
+  static std::deque<std::string> rewritten;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--log-level", 0) == 0) {
-      static std::string rewritten;
-      rewritten = "--log_level" + arg.substr(11);
-      argv[i] = rewritten.data();
+      rewritten.push_back("--log_level" + arg.substr(11));
+      argv[i] = rewritten.back().data();
     }
   }
   absl::ParseCommandLine(argc, argv);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -369,7 +370,12 @@ TEST_F(HostileTest, RequestsCostTheDaemonNoMoreThanTheirBoundedShape) {
   EXPECT_LE(Tenant("mallory").usage().reply_bytes(), uint64_t{64} << 20);
   const uint64_t grown = DaemonRssBytes() - std::min(before, DaemonRssBytes());
   // Decoding the batch would take ~700 MiB; the unread replies 3.75 GiB.
-  EXPECT_LT(grown, uint64_t{200} << 20) << "daemon RSS grew by " << grown;
+  // Under AddressSanitizer freed memory stays resident in its quarantine
+  // (64 MiB in the asan config) and every block carries redzones.
+  const uint64_t sanitizer_slack =
+      std::getenv("HRX_SANITIZER") != nullptr ? uint64_t{128} << 20 : 0;
+  EXPECT_LT(grown, (uint64_t{200} << 20) + sanitizer_slack)
+      << "daemon RSS grew by " << grown;
   ExpectBystanderUnharmed("with a client that never reads its replies");
   unread.Signal(SIGKILL);
   unread.Wait();

@@ -335,9 +335,10 @@ TEST_F(KernelTest, ConstantsPackLittleEndianWithinTheirCapacity) {
   ASSERT_EQ(mixed.size(), 12u);
   EXPECT_EQ(mixed.bytes()[0], 0x04);
   EXPECT_EQ(mixed.bytes()[3], 0x01);
-  EXPECT_EQ(std::bit_cast<double>(
-                *reinterpret_cast<const uint64_t*>(mixed.bytes().data() + 4)),
-            -1.5);
+  // The double sits at byte 4, unaligned: read it as bytes.
+  double packed = 0;
+  std::memcpy(&packed, mixed.bytes().data() + 4, sizeof(packed));
+  EXPECT_EQ(packed, -1.5);
   EXPECT_THAT(Constants::FromBytes(std::vector<uint8_t>(256)).status(), IsOk());
   EXPECT_THAT(Constants::FromBytes(std::vector<uint8_t>(257)),
               StatusIs(absl::StatusCode::kInvalidArgument,

@@ -4,14 +4,10 @@
 
 namespace hrx::client::internal {
 
-std::shared_ptr<StreamCall> StreamCall::Start(
+std::unique_ptr<StreamCall> StreamCall::Start(
     hrx::v1::Streams::Stub& stub,
     std::unique_ptr<grpc::ClientContext> context) {
-  std::shared_ptr<StreamCall> call(new StreamCall(std::move(context)));
-  {
-    absl::MutexLock lock(&call->mu_);
-    call->self_ = call;
-  }
+  std::unique_ptr<StreamCall> call(new StreamCall(std::move(context)));
   stub.async()->Open(call->context_.get(), call.get());
   call->StartRead(&call->incoming_);
   call->StartCall();
@@ -118,15 +114,17 @@ grpc::Status StreamCall::Close(absl::Time deadline) {
 }
 
 void StreamCall::OnDone(const grpc::Status& status) {
-  std::shared_ptr<StreamCall> self;
-  {
-    absl::MutexLock lock(&mu_);
-    status_ = status;
-    done_ = true;
-    reads_over_ = true;
-    self = std::move(self_);
-  }
-  // `self` may be the last reference: it goes after the lock is released.
+  absl::MutexLock lock(&mu_);
+  status_ = status;
+  done_ = true;
+  reads_over_ = true;
+  // Nothing touches `this` after the unlock: the owner may destroy it as
+  // soon as it sees done_.
+}
+
+StreamCall::~StreamCall() {
+  // Normally Close already waited; this covers an owner that did not.
+  (void)Close(absl::InfinitePast());
 }
 
 }  // namespace hrx::client::internal

@@ -7,9 +7,11 @@
 // while kMaxQueuedWriteBytes are already queued, which is the backpressure
 // the blocking API had from gRPC's flow control.
 //
-// Lifetime: Start() makes the call hold a reference to itself until gRPC is
-// done with it (OnDone), so its owner may drop it at any time after Close or
-// Cancel returned.
+// Lifetime: the owner destroys the call on its own thread, after gRPC is
+// done with it (the destructor cancels a call still running and waits for
+// that). It must never be destroyed on a gRPC thread: its context holds a
+// reference to the channel, and a channel's last reference dropped on one of
+// gRPC's callback threads makes that thread join itself.
 //
 // Thread-safe.
 #ifndef HRX_CLIENT_INTERNAL_STREAM_CALL_H_
@@ -43,9 +45,10 @@ class StreamCall final : public grpc::ClientBidiReactor<hrx::v1::StreamRequest,
   };
 
   // Starts the call on `stub`; `context` carries the session metadata.
-  static std::shared_ptr<StreamCall> Start(
+  static std::unique_ptr<StreamCall> Start(
       hrx::v1::Streams::Stub& stub,
       std::unique_ptr<grpc::ClientContext> context);
+  ~StreamCall() override;
 
   // Queues `request` for sending, in order.
   Outcome Write(hrx::v1::StreamRequest request, absl::Time deadline);
@@ -74,7 +77,6 @@ class StreamCall final : public grpc::ClientBidiReactor<hrx::v1::StreamRequest,
   hrx::v1::StreamReply incoming_;  // the read in flight; one at a time
 
   absl::Mutex mu_;
-  std::shared_ptr<StreamCall> self_ ABSL_GUARDED_BY(mu_);  // until OnDone
   std::deque<hrx::v1::StreamRequest> writes_ ABSL_GUARDED_BY(mu_);
   uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

@@ -21,7 +21,7 @@ absl::StatusOr<std::shared_ptr<StreamState>> StreamState::Open(
     std::shared_ptr<Connection> connection) {
   const absl::Time deadline = connection->Deadline();
   // The call lives as long as the stream: only each wait on it is bounded.
-  std::shared_ptr<StreamCall> call = StreamCall::Start(
+  std::unique_ptr<StreamCall> call = StreamCall::Start(
       connection->streams(), connection->Context(absl::InfiniteFuture()));
   std::shared_ptr<StreamState> state(
       new StreamState(connection, std::move(call)));

@@ -60,7 +60,7 @@ class StreamState final : public StreamBatch {
 
  private:
   StreamState(std::shared_ptr<Connection> connection,
-              std::shared_ptr<StreamCall> call)
+              std::unique_ptr<StreamCall> call)
       : connection_(std::move(connection)), call_(std::move(call)) {}
 
   absl::Status SendBatchLocked(bool ack, absl::Time deadline)
@@ -81,7 +81,7 @@ class StreamState final : public StreamBatch {
   uint32_t queue_ = 0;
 
   absl::Mutex mu_;
-  const std::shared_ptr<StreamCall> call_;
+  const std::unique_ptr<StreamCall> call_;
   hrx::v1::StreamRequest pending_ ABSL_GUARDED_BY(mu_);
   uint64_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_token_ ABSL_GUARDED_BY(mu_) = 1;
