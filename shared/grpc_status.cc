@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "shared/refusal.h"
+
 namespace hrx::shared {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
@@ -11,9 +13,9 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
+  // The daemon's refusals start with their reason token: re-attach it, so
+  // ReasonOf works on what crossed the wire.
+  return StatusFromWire(status.error_code(), status.error_message());
 }
 
 }  // namespace hrx::shared

@@ -20,6 +20,10 @@ namespace {
 
 // How long Open waits for the daemon to answer before reporting UNAVAILABLE.
 constexpr auto kConnectTimeout = std::chrono::seconds(5);
+// How long ProbeSession waits, and how long its answer is reused: a process
+// whose daemon is gone spends at most half its time asking why.
+constexpr absl::Duration kProbeTimeout = absl::Milliseconds(500);
+constexpr absl::Duration kProbeInterval = absl::Seconds(1);
 
 uint64_t NextBrand() {
   static std::atomic<uint64_t> next{1};
@@ -54,6 +58,10 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& socket_path) {
   // connection (gRPC's default after 30 minutes) under a live session.
   arguments.SetInt(GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS,
                    std::numeric_limits<int>::max());
+  // A local daemon restarts in well under a second (systemd): reconnect
+  // soon after it, rather than after gRPC's default 1 s, doubling to 120 s.
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   return grpc::CreateCustomChannel(absl::StrCat("unix:", socket_path),
                                    grpc::InsecureChannelCredentials(),
                                    arguments);
@@ -62,12 +70,24 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& socket_path) {
 absl::Status CallStatus(const grpc::Status& status,
                         const std::string& socket_path) {
   if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
-      status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+      status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED &&
+      status.error_code() != grpc::StatusCode::CANCELLED) {
     return shared::FromGrpcStatus(status);
   }
   if (absl::Status refusal = shared::FromGrpcStatus(status);
       ReasonOf(refusal).has_value()) {
     return refusal;  // the daemon's own (shutting_down, executor_lost...)
+  }
+  if (status.error_code() == grpc::StatusCode::CANCELLED) {
+    // libhrx cancels no unary call: the daemon's server ended it, which it
+    // does to calls in flight when it stops.
+    return Refusal(
+        Reason::kDaemonUnreachable,
+        absl::StrFormat("hrxd at %s ended the call before answering it "
+                        "(CANCELLED): it is stopping or restarting. Fix: "
+                        "wait for it to run again (hrxctl status), then "
+                        "reconnect and recreate your objects.",
+                        socket_path));
   }
   struct stat info {};
   const bool exists = stat(socket_path.c_str(), &info) == 0;
@@ -156,6 +176,30 @@ std::unique_ptr<grpc::ClientContext> Connection::Context(
   context->AddMetadata(shared::kSessionMetadataKey,
                        shared::FormatWireHandle(session_));
   return context;
+}
+
+absl::Status Connection::ProbeSession() const {
+  {
+    absl::MutexLock lock(&probe_mu_);
+    if (absl::Now() < next_probe_) return last_probe_;
+  }
+  auto context = Context(absl::Now() + kProbeTimeout);
+  // A channel whose daemon just went away backs off before reconnecting;
+  // without waiting for it the probe would fail at once, unanswered.
+  context->set_wait_for_ready(true);
+  // Event 0 is never issued (ids start at 1): the daemon checks the session
+  // and then answers unknown_event, which means the session is good.
+  hrx::v1::EventRequest request;
+  request.set_event(0);
+  hrx::v1::QueryEventResponse response;
+  absl::Status status =
+      Check(events_->QueryEvent(context.get(), request, &response),
+            "a session probe");
+  if (ReasonOf(status) == Reason::kUnknownEvent) status = absl::OkStatus();
+  absl::MutexLock lock(&probe_mu_);
+  last_probe_ = status;
+  next_probe_ = absl::Now() + kProbeInterval;
+  return status;
 }
 
 void Connection::Register(std::weak_ptr<StreamBatch> batch) {

@@ -98,6 +98,12 @@ class Connection {
   uint64_t brand() const { return brand_; }
   const std::string& socket_path() const { return socket_path_; }
 
+  // Why the session's calls fail, asked of the daemon with a cheap call
+  // (waiting at most 500 ms; an answer is reused for 1 s): OK when it
+  // answers, "previous_daemon_run" when a restarted daemon no longer knows
+  // the session.
+  absl::Status ProbeSession() const;
+
   // Streams with unsent commands register here; FlushAll sends them, so a
   // buffer is never freed ahead of commands the client already issued.
   void Register(std::weak_ptr<StreamBatch> batch);
@@ -123,6 +129,11 @@ class Connection {
 
   absl::Mutex mu_;
   std::vector<std::weak_ptr<StreamBatch>> batches_ ABSL_GUARDED_BY(mu_);
+
+  mutable absl::Mutex probe_mu_;
+  mutable absl::Status last_probe_ ABSL_GUARDED_BY(probe_mu_);
+  mutable absl::Time next_probe_ ABSL_GUARDED_BY(probe_mu_) =
+      absl::InfinitePast();
 };
 
 }  // namespace hrx::client::internal

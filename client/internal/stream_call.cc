@@ -9,6 +9,11 @@ std::unique_ptr<StreamCall> StreamCall::Start(
     std::unique_ptr<grpc::ClientContext> context) {
   std::unique_ptr<StreamCall> call(new StreamCall(std::move(context)));
   stub.async()->Open(call->context_.get(), call.get());
+  // The owner's hold: gRPC frees its side of the call once every operation
+  // completed and the status arrived, possibly between two writes of ours;
+  // an operation started outside a reaction after that would reach freed
+  // memory. Close releases the hold once no write can come any more.
+  call->AddHold();
   call->StartRead(&call->incoming_);
   call->StartCall();
   return call;
@@ -33,11 +38,6 @@ StreamCall::Outcome StreamCall::Write(hrx::v1::StreamRequest request,
 }
 
 void StreamCall::StartNextWriteLocked() {
-  // After OnDone gRPC has freed the call: no operation may start.
-  if (done_) {
-    writing_ = false;
-    return;
-  }
   if (!writes_.empty() && !write_failed_) {
     writing_ = true;
     StartWrite(&writes_.front());
@@ -99,7 +99,10 @@ grpc::Status StreamCall::Close(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   if (!close_requested_) {
     close_requested_ = true;
+    // From here only reactions start operations (the half-close after the
+    // last queued write), and those run while gRPC holds the call.
     if (!writing_) StartNextWriteLocked();
+    RemoveHold();
   }
   auto done = [this] {
     mu_.AssertHeld();

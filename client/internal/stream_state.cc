@@ -10,9 +10,7 @@ namespace hrx::client::internal {
 namespace {
 
 absl::Status ReplyStatus(const hrx::v1::StreamReply& reply) {
-  if (reply.code() == 0) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(reply.code()),
-                      reply.message());
+  return StatusFromWire(reply.code(), reply.message());
 }
 
 }  // namespace
@@ -66,6 +64,18 @@ absl::Status StreamState::BrokenLocked() {
                           connection_->socket_path(), handle_.object));
     }
   }
+  if (ReasonOf(broken_status_) == Reason::kDaemonUnreachable) {
+    // The call broke without the daemon saying why. A restarted daemon
+    // says so when asked, which is the one error worth reporting; asked
+    // again on each call while the answer is still "unreachable".
+    if (absl::Status probe = connection_->ProbeSession();
+        ReasonOf(probe) == Reason::kPreviousDaemonRun) {
+      broken_status_ = Refusal(
+          Reason::kPreviousDaemonRun,
+          absl::StrFormat("stream %u ended with the hrxd run that made it: %s",
+                          handle_.object, probe.message()));
+    }
+  }
   return broken_status_;
 }
 
@@ -86,7 +96,7 @@ absl::Status StreamState::FailedLocked(StreamCall::Outcome outcome,
 }
 
 absl::Status StreamState::SendBatchLocked(bool ack, absl::Time deadline) {
-  if (broken_) return broken_status_;
+  if (broken_) return BrokenLocked();
   // Nothing pending and every batch sent has been answered for: the daemon
   // has already taken everything in, so there is nothing to order after.
   if (pending_.batch().commands_size() == 0 && (!ack || !unacknowledged_)) {
@@ -123,7 +133,7 @@ absl::StatusOr<hrx::v1::StreamReply> StreamState::RoundTripLocked(
       return sent;
     }
   }
-  if (broken_) return broken_status_;
+  if (broken_) return BrokenLocked();
   const uint64_t token = next_token_++;
   request.set_token(token);
   const StreamCall::Outcome sent = call_->Write(std::move(request), deadline);
