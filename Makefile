@@ -1,5 +1,5 @@
 # The two commands of the quick start. Both install what is missing first.
-.PHONY: run test setup build format
+.PHONY: run test test-asan test-tsan fuzz setup build format
 
 # Extra hrxd flags for `make run`, e.g. make run ARGS=--log-level=debug
 ARGS ?=
@@ -13,8 +13,23 @@ build: setup
 run: build
 	@bazel-bin/daemon/hrxd --backend=cpu $(ARGS)
 
+# The whole suite, in the default build and under ASan+UBSan, plus a bounded
+# run of every fuzz target (docs/reliability.md).
 test: setup
 	@tools/run_tests.sh
+
+# The whole suite under one sanitizer only.
+test-asan: setup
+	@HRX_TEST_PHASES=asan tools/run_tests.sh
+
+test-tsan: setup
+	@HRX_TEST_PHASES=tsan tools/run_tests.sh
+
+# Every fuzz target for FUZZ_SECONDS each (default 300), growing a corpus
+# kept in ~/.cache/hrx-fuzz across runs.
+FUZZ_SECONDS ?= 300
+fuzz: setup
+	@HRX_FUZZ_KEEP_CORPUS=1 tools/fuzz.sh $(FUZZ_SECONDS)
 
 # Rewrites C++ sources as .clang-format says (make test checks it).
 format: setup

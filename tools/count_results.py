@@ -8,6 +8,13 @@ run was cut short) counts as one failure; so does a target that failed
 without a failing test case in its XML (a crash or a timeout).
 
 usage: count_results.py BEP_JSON TEST_TARGETS_FILE
+       count_results.py [--phase NAME BEP_JSON TEST_TARGETS_FILE]...
+                        [--fuzz FUZZ_OUTPUT]
+           (make test: one phase per build configuration, each counted on
+           its own; FUZZ_OUTPUT holds tools/fuzz.sh's `fuzz-result NAME
+           passed|failed ...` lines, one case per target. Lines starting
+           with `figure:` in the first phase's test logs and in FUZZ_OUTPUT
+           are printed before the count.)
        count_results.py --xml NAME=XML_PATH...   (runs outside Bazel, such as
            tools/gpu_run.sh's: a missing or unreadable XML counts as one
            failure)
@@ -19,6 +26,7 @@ import xml.etree.ElementTree as ElementTree
 
 
 def read_results(bep_path):
+    """label -> (status, test.xml path, test.log path)."""
     results = {}
     with open(bep_path, encoding="utf-8") as bep:
         for line in bep:
@@ -27,13 +35,14 @@ def read_results(bep_path):
             if test_result is None:
                 continue
             label = event["id"]["testResult"]["label"]
-            xml_path = None
+            paths = {}
             for output in test_result.get("testActionOutput", []):
-                if output.get("name") == "test.xml":
-                    uri = output.get("uri", "")
-                    if uri.startswith("file://"):
-                        xml_path = urllib.parse.unquote(uri[len("file://"):])
-            results[label] = (test_result.get("status", "NO_STATUS"), xml_path)
+                uri = output.get("uri", "")
+                if uri.startswith("file://"):
+                    paths[output.get("name")] = urllib.parse.unquote(
+                        uri[len("file://"):])
+            results[label] = (test_result.get("status", "NO_STATUS"),
+                              paths.get("test.xml"), paths.get("test.log"))
     return results
 
 
@@ -70,10 +79,8 @@ def main_xml(pairs):
     return 0 if total_failed == 0 and total_passed > 0 else 1
 
 
-def main():
-    if len(sys.argv) > 1 and sys.argv[1] == "--xml":
-        return main_xml(sys.argv[2:])
-    bep_path, targets_path = sys.argv[1], sys.argv[2]
+def count_phase(name, bep_path, targets_path):
+    """Prints one line per target; returns (passed, failed, log paths)."""
     with open(targets_path, encoding="utf-8") as targets_file:
         targets = [t.strip() for t in targets_file if t.strip()]
     try:
@@ -81,8 +88,14 @@ def main():
     except OSError:
         results = {}
     total_passed = total_failed = 0
+    logs = []
+    if name:
+        print(f"[{name}]")
     for target in targets:
-        status, xml_path = results.get(target, ("NOT_RUN", None))
+        status, xml_path, log_path = results.get(target,
+                                                 ("NOT_RUN", None, None))
+        if log_path:
+            logs.append(log_path)
         passed = failed = 0
         failures = []
         if xml_path is not None:
@@ -97,8 +110,76 @@ def main():
         total_failed += failed
         print(f"  {target}: {passed} passed, {failed} failed"
               + (f"  [{'; '.join(failures)}]" if failures else ""))
+    return total_passed, total_failed, logs
+
+
+def figures(paths):
+    lines = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as log:
+                lines += [line.rstrip() for line in log
+                          if line.startswith("figure:")]
+        except OSError:
+            pass
+    return lines
+
+
+def main_phases(argv):
+    total_passed = total_failed = 0
+    figure_logs = None
+    fuzz_lines = []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--phase" and i + 3 < len(argv) + 1:
+            passed, failed, logs = count_phase(argv[i + 1], argv[i + 2],
+                                               argv[i + 3])
+            if figure_logs is None:
+                figure_logs = logs
+            total_passed += passed
+            total_failed += failed
+            i += 4
+        elif argv[i] == "--fuzz" and i + 1 < len(argv):
+            try:
+                with open(argv[i + 1], encoding="utf-8") as fuzz:
+                    fuzz_lines = [line.rstrip() for line in fuzz]
+            except OSError:
+                fuzz_lines = []
+            results = [l for l in fuzz_lines if l.startswith("fuzz-result ")]
+            print("[fuzz]")
+            if not results:
+                results = ["fuzz-result tools/fuzz.sh failed (no result)"]
+            for line in results:
+                parts = line.split(" ", 2)
+                ok = len(parts) > 2 and parts[2] == "passed"
+                total_passed += 1 if ok else 0
+                total_failed += 0 if ok else 1
+                print(f"  {parts[1]}: {1 if ok else 0} passed, "
+                      f"{0 if ok else 1} failed"
+                      + ("" if ok else f"  [{parts[2] if len(parts) > 2 else ''}]"))
+            i += 2
+        else:
+            print(f"count_results: unexpected argument {argv[i]!r}",
+                  file=sys.stderr)
+            return 2
+    shown = figures(figure_logs or []) + [
+        l for l in fuzz_lines if l.startswith("figure:")]
+    if shown:
+        print("Figures:")
+        for line in shown:
+            print("  " + line)
     print(f"{total_passed} passed, {total_failed} failed")
     return 0 if total_failed == 0 and total_passed > 0 else 1
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--xml":
+        return main_xml(sys.argv[2:])
+    if len(sys.argv) > 1 and sys.argv[1] in ("--phase", "--fuzz"):
+        return main_phases(sys.argv[1:])
+    passed, failed, _ = count_phase("", sys.argv[1], sys.argv[2])
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 and passed > 0 else 1
 
 
 if __name__ == "__main__":

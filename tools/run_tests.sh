@@ -1,15 +1,50 @@
 #!/usr/bin/env bash
-# Builds and runs every test, then prints the per-test-case count last.
+# `make test`: builds and runs every test twice, in the default build and
+# under AddressSanitizer + UndefinedBehaviorSanitizer (--config=asan); the
+# suite includes the fuzz targets' corpus replays and the reliability suites
+# (load, kill loop, daemon stop). Then runs each libFuzzer target for a
+# bounded time (tools/fuzz.sh), prints the figures the suites report, and
+# the per-test-case count last.
+#
+# HRX_TEST_PHASES picks phases (default "default asan fuzz"; `make
+# test-asan` runs "asan", `make test-tsan` "tsan"). HRX_FUZZ_SECONDS
+# (default 15) bounds each fuzz target's run.
 set -u
 cd "$(dirname "$0")/.."
 work=$(mktemp -d /tmp/hrx-test-run.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+phases=${HRX_TEST_PHASES:-default asan fuzz}
 
 # Manual tests need a GPU (tools/gpu_run.sh runs them on one); bazel test
 # //... skips them, so they are not counted here.
 bazel query 'tests(//...) except attr("tags", "manual", //...)' 2>/dev/null |
   sort > "$work/targets"
-bazel test //... --build_event_json_file="$work/bep.json" "$@"
+
+count_args=()
+for phase in $phases; do
+  case "$phase" in
+    default)
+      echo "=== default build"
+      bazel test //... --build_event_json_file="$work/$phase.json" "$@"
+      count_args+=(--phase "$phase" "$work/$phase.json" "$work/targets") ;;
+    asan | tsan)
+      echo "=== --config=$phase"
+      bazel test --config="$phase" //... \
+        --build_event_json_file="$work/$phase.json" "$@"
+      count_args+=(--phase "$phase" "$work/$phase.json" "$work/targets") ;;
+    fuzz)
+      echo "=== libFuzzer, ${HRX_FUZZ_SECONDS:-15} s per target (tools/fuzz.sh)"
+      tools/fuzz.sh "${HRX_FUZZ_SECONDS:-15}" >"$work/fuzz.txt" \
+        2>"$work/fuzz.err"
+      grep -v -e '^fuzz-result' -e '^figure:' "$work/fuzz.txt"
+      grep -q '^fuzz-result' "$work/fuzz.txt" || tail -20 "$work/fuzz.err"
+      count_args+=(--fuzz "$work/fuzz.txt") ;;
+    *)
+      echo "run_tests: unknown phase $phase. Fix: use default, asan, tsan or fuzz." >&2
+      exit 2 ;;
+  esac
+done
+
 echo
 echo "Test cases by target:"
-python3 tools/count_results.py "$work/bep.json" "$work/targets"
+python3 tools/count_results.py "${count_args[@]}"

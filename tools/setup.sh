@@ -9,6 +9,7 @@ packages=(
   libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libsystemd-dev python3 make g++ openssl systemd
   clang-format  # the format check (tools/checks/format_check.sh)
+  clang-14 libfuzzer-14-dev libclang-rt-14-dev  # fuzz targets (tools/fuzz.sh)
   libamdhip64-dev  # the HIP backend's AMD build variant
 )
 

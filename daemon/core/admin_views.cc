@@ -127,7 +127,10 @@ std::vector<BufferSummary> AdminViews::ListBuffers(const std::string& tenant,
                (session == 0 || session == handle);
       });
   std::vector<BufferSummary> list;
-  for (const auto& [handle, owner] : sessions) {
+  for (const auto& selected : sessions) {
+    // Named copies: a lambda may not capture structured bindings (clang).
+    const uint64_t handle = selected.first;
+    const auto& owner = selected.second;
     absl::MutexLock lock(&owner->mu);
     owner->buffers.ForEachHandle(
         [&](uint64_t buffer, const BufferEntry& entry) {

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of tests/fuzz with clang-14 (in a Bazel output
+# base of their own, so the GCC builds keep their cache) and runs each one
+# for SECONDS, starting from its seed corpus. Prints one `figure: fuzz ...`
+# line and one `fuzz-result NAME passed|failed` line per target; exits
+# non-zero when a target crashed or could not run. A crashing input is kept
+# under $HRX_FUZZ_FINDINGS (default /tmp/hrx-fuzz-findings): add it to
+# tests/fuzz/corpus/NAME/ once fixed, so the replay test keeps it.
+#
+# usage: tools/fuzz.sh [SECONDS]        (default 15; `make fuzz` uses 300)
+#        HRX_FUZZ_KEEP_CORPUS=1 grows ~/.cache/hrx-fuzz/corpus across runs
+set -u
+cd "$(dirname "$0")/.."
+seconds=${1:-15}
+targets=(decode_fuzzer config_fuzzer handle_fuzzer launch_fuzzer
+         executor_frame_fuzzer ticket_fuzzer)
+findings=${HRX_FUZZ_FINDINGS:-/tmp/hrx-fuzz-findings}
+base="${HOME:-/root}/.cache/bazel/hrx-fuzz-$(printf %s "$PWD" | md5sum | cut -c1-8)"
+bazel_fuzz() { bazel --output_base="$base" "$@"; }
+
+labels=()
+for t in "${targets[@]}"; do labels+=("//tests/fuzz:$t"); done
+if ! bazel_fuzz build --config=fuzz "${labels[@]}"; then
+  for t in "${targets[@]}"; do echo "fuzz-result $t failed (build)"; done
+  exit 1
+fi
+bin=$(bazel_fuzz info --config=fuzz bazel-bin 2>/dev/null)
+# The clang server is not needed any more; free its memory for the tests.
+bazel_fuzz shutdown >/dev/null 2>&1
+
+work=$(mktemp -d /tmp/hrx-fuzz.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$findings"
+status=0
+for t in "${targets[@]}"; do
+  if [ "${HRX_FUZZ_KEEP_CORPUS:-0}" = 1 ]; then
+    corpus="${HOME:-/root}/.cache/hrx-fuzz/corpus/$t"
+  else
+    corpus="$work/corpus/$t"
+  fi
+  mkdir -p "$corpus"
+  cp -n tests/fuzz/corpus/"$t"/* "$corpus"/ 2>/dev/null
+  log="$work/$t.log"
+  # -rss_limit_mb: frames may declare 64 MiB; -timeout: one input, seconds.
+  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
+    "$bin/tests/fuzz/$t" "$corpus" -max_total_time="$seconds" \
+      -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 \
+      -artifact_prefix="$findings/$t-" >"$log" 2>&1
+  rc=$?
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  if [ "$rc" -eq 0 ]; then
+    echo "figure: fuzz $t executions=${runs:-0} seconds=$seconds coverage_edges=${cov:-0} corpus=$(ls "$corpus" | wc -l) crashes=0"
+    echo "fuzz-result $t passed"
+  else
+    status=1
+    echo "figure: fuzz $t executions=${runs:-0} seconds=$seconds crashes=1"
+    echo "fuzz-result $t failed (exit $rc; input under $findings/$t-*)"
+    grep -E "ERROR|fuzz check failed|SUMMARY|#[0-9]+ .* in (hrx|LLVMFuzzer)" "$log" | head -20
+  fi
+done
+exit $status
