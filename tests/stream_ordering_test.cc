@@ -263,5 +263,37 @@ TEST_F(SmallBudgetTest, SharedBytesAreBudgetedAndLargeTransfersFallBackInline) {
   EXPECT_TRUE(ReadAll(*stream_, buffer.Binding()) == data);
 }
 
+// The session's allocation pool hands memory out again only once no queued
+// command holds it: a freed buffer's fill still waiting on one stream must
+// not land in a new allocation made on another.
+TEST_F(StreamOrderingTest, FreedMemoryIsNotReusedWhileQueuedWorkStillWritesIt) {
+  Stream held = NewStream();
+  Stream other = NewStream();
+  ASSERT_NE(held.queue(), other.queue());
+  auto flag = held.AllocateZeroed(1);
+  ASSERT_THAT(flag.status(), IsOk());
+  auto gate = held.LoadKernelFile(KernelPath("wait_flag"), "wait_flag");
+  ASSERT_THAT(gate.status(), IsOk());
+  const View flag_view = flag->Binding();
+  ASSERT_THAT(held.Dispatch(*gate, {1, 1, 1}, {1, 1, 1}, Constants(),
+                            {&flag_view, 1}),
+              IsOk());
+  // Queued behind the gate: this fill runs only once the flag is set.
+  auto freed = held.Allocate(1 << 16);
+  ASSERT_THAT(freed.status(), IsOk());
+  ASSERT_THAT(held.Fill(freed->Binding(), 0x07), IsOk());
+  ASSERT_THAT(freed->Free(), IsOk());
+
+  auto fresh = other.Allocate(1 << 16);
+  ASSERT_THAT(fresh.status(), IsOk());
+  ASSERT_THAT(other.Fill(fresh->Binding(), 0x11), IsOk());
+  ASSERT_THAT(other.Synchronize(), IsOk());
+  ASSERT_THAT(other.Fill(flag->Binding(), 1), IsOk());
+  ASSERT_THAT(other.Synchronize(), IsOk());
+  ASSERT_THAT(held.Synchronize(), IsOk());  // the queued fill has run
+  EXPECT_THAT(ReadAll(other, fresh->Binding()), Each(0x11))
+      << "the freed buffer's queued fill wrote into a new allocation";
+}
+
 }  // namespace
 }  // namespace hrx::testing
