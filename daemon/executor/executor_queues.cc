@@ -159,9 +159,21 @@ void ExecutorService::Complete(uint64_t queue_id, QueueState& state,
           writer_.Send(event);
           if (!backend_.device_status().ok()) ExitForLostDevice();
         }
-        uint64_t seen = state.completed.load();
-        while (seen < fence &&
-               !state.completed.compare_exchange_weak(seen, fence)) {
+        // In fence order only: a later fence sharing this one's real fence
+        // (a marker, a wait already satisfied) can finish first, and a
+        // Progress past a read whose ReadData is not yet queued makes hrxd
+        // answer the read before its bytes arrive (and drop them).
+        {
+          absl::MutexLock lock(&state.finished_mu);
+          state.finished.insert(fence);
+          uint64_t completed = state.completed.load();
+          auto next = state.finished.begin();
+          while (next != state.finished.end() && *next == completed + 1) {
+            completed = *next;
+            next = state.finished.erase(next);
+          }
+          if (completed == state.completed.load()) return;  // nothing new
+          state.completed.store(completed);
         }
         absl::MutexLock lock(&mu_);
         dirty_[queue_id] = &state;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -42,8 +43,16 @@ class ExecutorService {
     backend::Fence last_real = 0;  // the real fence of the last command
     // hrxd's fences not yet known complete, with their real fences.
     std::deque<std::pair<uint64_t, backend::Fence>> pending;
-    // Completed up to (hrxd's fence), and whether Progress is owed.
+    // Completed up to (hrxd's fence): every fence up to it has completed
+    // and its callback has finished (so its ReadData, Profile or
+    // QueueFailed is queued ahead of any Progress past it).
     std::atomic<uint64_t> completed{0};
+    // Fences past `completed` whose callbacks have finished: callbacks of
+    // one real fence may run on two threads at once (the backend's, and
+    // inline in OnComplete once the fence is published), so they finish
+    // out of order; `completed` only advances over an unbroken run.
+    absl::Mutex finished_mu;
+    std::set<uint64_t> finished ABSL_GUARDED_BY(finished_mu);
     std::atomic<bool> failed{false};
   };
 
