@@ -26,7 +26,7 @@ import xml.etree.ElementTree as ElementTree
 
 
 def read_results(bep_path):
-    """label -> (status, test.xml path, test.log path)."""
+    """label -> (status, test.xml, test.log, failed earlier attempts)."""
     results = {}
     with open(bep_path, encoding="utf-8") as bep:
         for line in bep:
@@ -41,8 +41,14 @@ def read_results(bep_path):
                 if uri.startswith("file://"):
                     paths[output.get("name")] = urllib.parse.unquote(
                         uri[len("file://"):])
-            results[label] = (test_result.get("status", "NO_STATUS"),
-                              paths.get("test.xml"), paths.get("test.log"))
+            status = test_result.get("status", "NO_STATUS")
+            # With --flaky_test_attempts each attempt reports; the last one
+            # counts, and earlier failures are named in the output.
+            earlier = results.get(label)
+            failed_before = (earlier[3] if earlier else 0) + (
+                1 if earlier and earlier[0] != "PASSED" else 0)
+            results[label] = (status, paths.get("test.xml"),
+                              paths.get("test.log"), failed_before)
     return results
 
 
@@ -92,8 +98,8 @@ def count_phase(name, bep_path, targets_path):
     if name:
         print(f"[{name}]")
     for target in targets:
-        status, xml_path, log_path = results.get(target,
-                                                 ("NOT_RUN", None, None))
+        status, xml_path, log_path, retried = results.get(
+            target, ("NOT_RUN", None, None, 0))
         if log_path:
             logs.append(log_path)
         passed = failed = 0
@@ -106,6 +112,8 @@ def count_phase(name, bep_path, targets_path):
         if status != "PASSED" and failed == 0:
             failed = 1
             failures.append(f"target {status}")
+        if retried and status == "PASSED":
+            failures.append(f"FLAKY: passed after {retried} failed attempt(s)")
         total_passed += passed
         total_failed += failed
         print(f"  {target}: {passed} passed, {failed} failed"

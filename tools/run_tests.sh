@@ -28,8 +28,12 @@ for phase in $phases; do
       bazel test //... --build_event_json_file="$work/$phase.json" "$@"
       count_args+=(--phase "$phase" "$work/$phase.json" "$work/targets") ;;
     asan | tsan)
+      # Two timing-sensitive tests have failed once each under a sanitizer's
+      # slowdown (docs/reliability.md, "Known gaps"): a second attempt is
+      # allowed there, and a target that needed it is marked FLAKY in the
+      # count below.
       echo "=== --config=$phase"
-      bazel test --config="$phase" //... \
+      bazel test --config="$phase" //... --flaky_test_attempts=2 \
         --build_event_json_file="$work/$phase.json" "$@"
       count_args+=(--phase "$phase" "$work/$phase.json" "$work/targets") ;;
     fuzz)
