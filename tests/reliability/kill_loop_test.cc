@@ -21,6 +21,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -138,6 +139,12 @@ TEST(KillLoopTest, KilledClientsLeaveNothingAndTheBystanderLosesNoByte) {
   const absl::Time start = absl::Now();
   for (int iteration = 0; iteration < kIterations; ++iteration) {
     SCOPED_TRACE(absl::StrCat("iteration ", iteration));
+    // A daemon that died says why here, before its directory is removed.
+    if (const std::optional<int> exited = daemon->process().Poll()) {
+      FAIL() << "hrxd exited (" << *exited << ") before iteration " << iteration
+             << "; its stderr:\n"
+             << daemon->process().Stderr();
+    }
     std::vector<std::unique_ptr<Subprocess>> victims;
     std::vector<std::string> modes;
     for (int v = 0; v < kVictimsPerIteration; ++v) {
