@@ -22,10 +22,12 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
     const ConnectOptions& options) {
   if (options.default_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "default_timeout %s is not positive. Fix: pass a positive duration, "
-        "or absl::InfiniteDuration() to wait without bound.",
-        absl::FormatDuration(options.default_timeout)));
+    return Refusal(
+        Reason::kBadTimeout,
+        absl::StrFormat("default_timeout %s is not positive. Fix: pass a "
+                        "positive duration, "
+                        "or absl::InfiniteDuration() to wait without bound.",
+                        absl::FormatDuration(options.default_timeout)));
   }
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<client::internal::Connection> connection,
                        client::internal::Connection::Open(

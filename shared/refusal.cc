@@ -37,6 +37,8 @@ constexpr ReasonInfo kReasons[] = {
      Origin::kDaemon},
     {Reason::kBadTicket, "bad_ticket", absl::StatusCode::kInvalidArgument,
      Origin::kDaemon},
+    {Reason::kBadTimeout, "bad_timeout", absl::StatusCode::kInvalidArgument,
+     Origin::kClient},
     {Reason::kBatchTooLarge, "batch_too_large",
      absl::StatusCode::kInvalidArgument, Origin::kDaemon},
     {Reason::kBindingsMismatch, "bindings_mismatch",

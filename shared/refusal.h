@@ -32,6 +32,7 @@ enum class Reason : uint16_t {
   kBadSessionMetadata,
   kBadSignature,
   kBadTicket,
+  kBadTimeout,
   kBatchTooLarge,
   kBindingsMismatch,
   kBudgetExhausted,

@@ -55,6 +55,19 @@ class ClientFixture : public ::testing::Test {
     return *std::move(buffer);
   }
 
+  // Holds `stream`'s queue with the wait_flag kernel until `flag` (one
+  // byte) is set from another stream.
+  void HoldQueue(Stream& stream, const Buffer& flag) {
+    auto kernel = stream.LoadKernelFile(KernelPath("wait_flag"), "wait_flag");
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    const View binding = flag.Binding();
+    const absl::Status dispatched = stream.Dispatch(
+        *kernel, {1, 1, 1}, {1, 1, 1}, Constants(), {&binding, 1});
+    ASSERT_TRUE(dispatched.ok()) << dispatched;
+    const absl::Status flushed = stream.Flush();
+    ASSERT_TRUE(flushed.ok()) << flushed;
+  }
+
   std::vector<uint8_t> ReadAll(Stream& stream, const View& view) {
     std::vector<uint8_t> bytes(view.length());
     const absl::Status read = stream.ReadBlocking(view, bytes);

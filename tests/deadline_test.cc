@@ -41,17 +41,6 @@ class DeadlineTest : public ClientFixture {
     return client.ok() ? *std::move(client) : nullptr;
   }
 
-  // Holds `stream`'s queue with the wait_flag kernel until `flag` is set.
-  void HoldQueue(Stream& stream, const Buffer& flag) {
-    auto kernel = stream.LoadKernelFile(KernelPath("wait_flag"), "wait_flag");
-    ASSERT_THAT(kernel.status(), shared::IsOk());
-    const View binding = flag.Binding();
-    ASSERT_THAT(stream.Dispatch(*kernel, {1, 1, 1}, {1, 1, 1}, Constants(),
-                                {&binding, 1}),
-                shared::IsOk());
-    ASSERT_THAT(stream.Flush(), shared::IsOk());
-  }
-
   // Sets `flag` from another stream, letting a held queue go.
   void Release(const Buffer& flag) {
     Stream releaser = NewStream();
@@ -148,6 +137,7 @@ TEST_F(DeadlineTest, ConnectRefusesATimeoutThatIsNotPositive) {
   options.default_timeout = absl::ZeroDuration();
   const auto client = Client::Connect(options);
   EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReasonToken(client.status()), "bad_timeout");
   EXPECT_THAT(client.status().message(),
               AllOf(HasSubstr("0"), HasSubstr("Fix:")));
 }

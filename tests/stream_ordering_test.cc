@@ -272,12 +272,7 @@ TEST_F(StreamOrderingTest, FreedMemoryIsNotReusedWhileQueuedWorkStillWritesIt) {
   ASSERT_NE(held.queue(), other.queue());
   auto flag = held.AllocateZeroed(1);
   ASSERT_THAT(flag.status(), IsOk());
-  auto gate = held.LoadKernelFile(KernelPath("wait_flag"), "wait_flag");
-  ASSERT_THAT(gate.status(), IsOk());
-  const View flag_view = flag->Binding();
-  ASSERT_THAT(
-      held.Dispatch(*gate, {1, 1, 1}, {1, 1, 1}, Constants(), {&flag_view, 1}),
-      IsOk());
+  HoldQueue(held, *flag);
   // Queued behind the gate: this fill runs only once the flag is set.
   auto freed = held.Allocate(1 << 16);
   ASSERT_THAT(freed.status(), IsOk());

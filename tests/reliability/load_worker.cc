@@ -53,6 +53,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "hrx/client.h"
+#include "shared/refusal.h"
 #include "tests/program_io.h"
 
 namespace {
@@ -66,20 +67,6 @@ constexpr uint64_t kGraphSlotBytes = 64 << 10;  // slots 0 and 1
 constexpr uint64_t kMaxPiece = 256 << 10;       // longest fill/copy/read
 constexpr size_t kMaxPendingReadbacks = 4;      // queued Reads in flight
 constexpr auto kPartnerTimeout = std::chrono::seconds(60);
-
-// The reason token at the start of a refusal's message ("token: ..."), or
-// "none" when the message does not start with one.
-std::string ReasonOf(const absl::Status& status) {
-  const std::string message(status.message());
-  const size_t colon = message.find(": ");
-  if (colon == std::string::npos || colon == 0) return "none";
-  for (size_t i = 0; i < colon; ++i) {
-    const char c = message[i];
-    if (!(c == '_' || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
-      return "none";
-  }
-  return message.substr(0, colon);
-}
 
 bool Exists(const std::string& path) {
   struct stat info {};
@@ -156,7 +143,7 @@ class Worker {
                  status.ToString().c_str());
     Say("failed", what);
     Say("error_code", absl::StatusCodeToString(status.code()));
-    Say("error_reason", ReasonOf(status));
+    Say("error_reason", std::string(hrx::ReasonToken(status)));
     Say("error_message", std::string(status.message()));
     return 3;
   }

@@ -3,8 +3,8 @@
 // ("session:", "stream:", "buffer:" in the wire form of shared/handle.h) and
 // "ready: yes", waits for --go (a file), and then calls the daemon again
 // through what it held, printing each answer as
-// "result NAME: CODE REASON | MESSAGE" (REASON: the message's leading
-// token, or "none"):
+// "result NAME: CODE REASON | MESSAGE" (REASON: the refusal's reason token,
+// or "other"):
 //
 //   stream_fill_synchronize  a fill on the held stream, then Synchronize
 //   stream_synchronize_again Synchronize once more on that stream
@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "hrx/client.h"
 #include "shared/handle.h"
+#include "shared/refusal.h"
 #include "tests/program_io.h"
 
 namespace {
@@ -33,23 +34,12 @@ namespace {
 using hrx::testing::Flag;
 using hrx::testing::Say;
 
-std::string ReasonOf(const absl::Status& status) {
-  const std::string message(status.message());
-  const size_t colon = message.find(": ");
-  if (colon == std::string::npos || colon == 0) return "none";
-  for (size_t i = 0; i < colon; ++i) {
-    const char c = message[i];
-    if (!(c == '_' || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
-      return "none";
-  }
-  return message.substr(0, colon);
-}
-
 void Result(const std::string& name, const absl::Status& status) {
   Say("result " + name,
       status.ok() ? "OK"
                   : absl::StrCat(absl::StatusCodeToString(status.code()), " ",
-                                 ReasonOf(status), " | ", status.message()));
+                                 std::string(hrx::ReasonToken(status)), " | ",
+                                 status.message()));
 }
 
 absl::Status RoundTrip(const std::string& socket) {
