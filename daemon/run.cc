@@ -15,8 +15,10 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/strings/str_format.h"
 #include "daemon/backend/factory.h"
 #include "daemon/core/core.h"
@@ -350,11 +352,24 @@ absl::Status Run(const DaemonOptions& options) {
   // queued work to drain (a hung kernel must not keep hrxd from stopping
   // within systemd's TimeoutStopSec).
   const absl::Duration half = absl::Milliseconds(options.stop_timeout_ms) / 2;
-  server->Shutdown(half);
-  if (!core->Drain(half)) {
+  // The server's shutdown waits for every call to finish, and a call waiting
+  // on queued work (a sync, a stream's destroy) finishes only when that work
+  // does: it runs on its own thread so that a hung kernel bounds the drain
+  // below, not the stop.
+  absl::Notification server_stopped;
+  std::thread server_stopper([&server, &server_stopped, half] {
+    server->Shutdown(half);
+    server_stopped.Notify();
+  });
+  const absl::Time stop_by = absl::Now() + 2 * half;
+  (void)server_stopped.WaitForNotificationWithTimeout(half);
+  const bool drained =
+      core->Drain(stop_by - absl::Now()) &&
+      server_stopped.WaitForNotificationWithTimeout(stop_by - absl::Now());
+  if (!drained) {
     // A kernel still runs: leave it (and the objects it uses) to the exit.
     log->warn("queued work did not drain within {}; stopping anyway",
-              absl::FormatDuration(half));
+              absl::FormatDuration(half));  // at least half was left for it
     // A kernel still runs on a backend thread: tearing the core down would
     // wait for it. Remove the socket and leave at once instead.
     guard.reset();
@@ -362,6 +377,7 @@ absl::Status Run(const DaemonOptions& options) {
     std::fflush(nullptr);
     _exit(0);
   }
+  server_stopper.join();
   server.reset();
   core.reset();
   guard.reset();
