@@ -1,5 +1,7 @@
 #include "hrx/client.h"
 
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -29,10 +31,26 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
                         "or absl::InfiniteDuration() to wait without bound.",
                         absl::FormatDuration(options.default_timeout)));
   }
+  Transport transport = options.transport;
+  if (const char* chosen = std::getenv("HRX_TRANSPORT");
+      transport == Transport::kAuto && chosen != nullptr && chosen[0] != '\0') {
+    const std::string name = chosen;
+    if (name == "ring") {
+      transport = Transport::kRing;
+    } else if (name == "grpc") {
+      transport = Transport::kGrpc;
+    } else if (name != "auto") {
+      return Refusal(Reason::kBadTransport,
+                     absl::StrFormat("HRX_TRANSPORT is \"%s\". Fix: set it to "
+                                     "ring, grpc or auto, or unset it.",
+                                     name));
+    }
+  }
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<client::internal::Connection> connection,
                        client::internal::Connection::Open(
                            shared::ResolveClientSocketPath(options.socket_path),
-                           options.client_name, options.default_timeout));
+                           options.client_name, options.default_timeout,
+                           transport));
   return std::unique_ptr<Client>(new Client(std::move(connection)));
 }
 

@@ -98,6 +98,11 @@ absl::StatusOr<std::unique_ptr<TestDaemon>> TestDaemon::Start(
 }
 
 TestDaemon::~TestDaemon() {
+  // HRX_TEST_DAEMON_STDERR=1 shows what hrxd said (the directory with its
+  // log goes below).
+  if (std::getenv("HRX_TEST_DAEMON_STDERR") != nullptr && process_ != nullptr) {
+    std::fprintf(stderr, "hrxd stderr: %s\n", process_->Stderr().c_str());
+  }
   process_.reset();  // SIGKILL + reap when still running
   if (owns_dir_) {
     std::error_code ignored;

@@ -121,7 +121,7 @@ absl::Status Connection::Check(const grpc::Status& status,
 
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(
     const std::string& socket_path, const std::string& client_name,
-    absl::Duration default_timeout) {
+    absl::Duration default_timeout, Transport transport) {
   // Never talk to a daemon someone else could have planted.
   if (absl::Status trusted = shared::CheckTrustedSocket(socket_path);
       !trusted.ok()) {
@@ -139,18 +139,20 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(
   if (!status.ok()) return CallStatus(status, socket_path);
   return std::shared_ptr<Connection>(
       new Connection(socket_path, std::move(channel),
-                     FromProto(response.session()), default_timeout));
+                     FromProto(response.session()), default_timeout,
+                     transport));
 }
 
 Connection::Connection(std::string socket_path,
                        std::shared_ptr<grpc::Channel> channel,
                        shared::WireHandle session,
-                       absl::Duration default_timeout)
+                       absl::Duration default_timeout, Transport transport)
     : socket_path_(std::move(socket_path)),
       channel_(std::move(channel)),
       session_(session),
       brand_(NextBrand()),
       default_timeout_(default_timeout),
+      transport_(transport),
       sessions_(hrx::v1::Sessions::NewStub(channel_)),
       buffers_(hrx::v1::Buffers::NewStub(channel_)),
       streams_(hrx::v1::Streams::NewStub(channel_)),

@@ -20,6 +20,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "hrx/buffer.h"
+#include "hrx/client.h"
 #include "hrx/v1/buffer.grpc.pb.h"
 #include "hrx/v1/device.grpc.pb.h"
 #include "hrx/v1/event.grpc.pb.h"
@@ -61,7 +62,7 @@ class Connection {
   // Opens a session; UNAVAILABLE naming the path when no daemon answers.
   static absl::StatusOr<std::shared_ptr<Connection>> Open(
       const std::string& socket_path, const std::string& client_name,
-      absl::Duration default_timeout);
+      absl::Duration default_timeout, Transport transport);
   ~Connection();  // closes the session (the daemon drains its work)
 
   // A context carrying the session metadata, ending at `deadline` (by
@@ -97,6 +98,8 @@ class Connection {
   // streams, so they are never mixed with another Client's.
   uint64_t brand() const { return brand_; }
   const std::string& socket_path() const { return socket_path_; }
+  // How new streams travel (never kAuto from $HRX_TRANSPORT: resolved).
+  Transport transport() const { return transport_; }
 
   // Why the session's calls fail, asked of the daemon with a cheap call
   // (waiting at most 500 ms; an answer is reused for 1 s): OK when it
@@ -111,13 +114,15 @@ class Connection {
 
  private:
   Connection(std::string socket_path, std::shared_ptr<grpc::Channel> channel,
-             shared::WireHandle session, absl::Duration default_timeout);
+             shared::WireHandle session, absl::Duration default_timeout,
+             Transport transport);
 
   const std::string socket_path_;
   const std::shared_ptr<grpc::Channel> channel_;
   const shared::WireHandle session_;
   const uint64_t brand_;
   const absl::Duration default_timeout_;
+  const Transport transport_;
   const std::unique_ptr<hrx::v1::Sessions::Stub> sessions_;
   const std::unique_ptr<hrx::v1::Buffers::Stub> buffers_;
   const std::unique_ptr<hrx::v1::Streams::Stub> streams_;

@@ -40,7 +40,8 @@ absl::Status TimedOut(const std::string& fd_socket) {
 
 absl::StatusOr<shared::UniqueFd> RedeemTicket(const std::string& fd_socket,
                                               std::string_view ticket,
-                                              absl::Time deadline) {
+                                              absl::Time deadline,
+                                              pid_t* server_pid) {
   shared::UniqueFd sock(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (sock.valid()) BoundSocketWaits(sock.get(), deadline);
   sockaddr_un address{};
@@ -56,6 +57,14 @@ absl::StatusOr<shared::UniqueFd> RedeemTicket(const std::string& fd_socket,
                                    "runs and this process may "
                                    "open its socket.",
                                    fd_socket, std::strerror(errno)));
+  }
+  if (server_pid != nullptr) {
+    ucred peer{};
+    socklen_t length = sizeof(peer);
+    *server_pid = getsockopt(sock.get(), SOL_SOCKET, SO_PEERCRED, &peer,
+                             &length) == 0
+                      ? peer.pid
+                      : 0;
   }
   if (send(sock.get(), ticket.data(), ticket.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(ticket.size())) {

@@ -4,6 +4,8 @@
 #ifndef HRX_CLIENT_INTERNAL_FD_CHANNEL_H_
 #define HRX_CLIENT_INTERNAL_FD_CHANNEL_H_
 
+#include <sys/types.h>
+
 #include <string>
 #include <string_view>
 
@@ -13,9 +15,11 @@
 
 namespace hrx::client::internal {
 
+// With `server_pid`, also the side channel's process (hrxd), as the kernel
+// reports it.
 absl::StatusOr<shared::UniqueFd> RedeemTicket(
     const std::string& fd_socket, std::string_view ticket,
-    absl::Time deadline = absl::InfiniteFuture());
+    absl::Time deadline = absl::InfiniteFuture(), pid_t* server_pid = nullptr);
 
 }  // namespace hrx::client::internal
 

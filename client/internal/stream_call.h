@@ -26,6 +26,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/internal/stream_transport.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
 #include "hrx/v1/stream.grpc.pb.h"
@@ -36,14 +37,9 @@ namespace hrx::client::internal {
 inline constexpr uint64_t kMaxQueuedWriteBytes = uint64_t{16} << 20;
 
 class StreamCall final : public grpc::ClientBidiReactor<hrx::v1::StreamRequest,
-                                                        hrx::v1::StreamReply> {
+                                                        hrx::v1::StreamReply>,
+                         public StreamTransport {
  public:
-  enum class Outcome {
-    kDone,      // written, or the reply is in *out
-    kCallOver,  // the call has ended; Close gives its status
-    kDeadline,  // the deadline passed first
-  };
-
   // Starts the call on `stub`; `context` carries the session metadata.
   static std::unique_ptr<StreamCall> Start(
       hrx::v1::Streams::Stub& stub,
@@ -51,14 +47,15 @@ class StreamCall final : public grpc::ClientBidiReactor<hrx::v1::StreamRequest,
   ~StreamCall() override;
 
   // Queues `request` for sending, in order.
-  Outcome Write(hrx::v1::StreamRequest request, absl::Time deadline);
+  Outcome Write(hrx::v1::StreamRequest request, absl::Time deadline) override;
   // Waits for the reply to the request sent with `token`. Past the deadline
   // the token is abandoned: its reply is dropped when it arrives.
-  Outcome Await(uint64_t token, absl::Time deadline, hrx::v1::StreamReply* out);
+  Outcome Await(uint64_t token, absl::Time deadline,
+                hrx::v1::StreamReply* out) override;
   // Ends the call after the queued writes (the daemon then drains the
   // stream and ends it) and waits for its end until `deadline`; past it,
   // cancels the call. Returns the call's status.
-  grpc::Status Close(absl::Time deadline);
+  grpc::Status Close(absl::Time deadline) override;
 
   // grpc::ClientBidiReactor.
   void OnReadDone(bool ok) override;

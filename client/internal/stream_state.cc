@@ -3,8 +3,10 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "client/internal/ring_call.h"
 #include "hrx/stream.h"
 #include "shared/refusal.h"
+#include "shared/status_macros.h"
 
 namespace hrx::client::internal {
 namespace {
@@ -15,9 +17,34 @@ absl::Status ReplyStatus(const hrx::v1::StreamReply& reply) {
 
 }  // namespace
 
+absl::StatusOr<std::shared_ptr<StreamState>> StreamState::OpenOnRing(
+    const std::shared_ptr<Connection>& connection, absl::Time deadline) {
+  HRX_ASSIGN_OR_RETURN(RingCall::Opened opened,
+                       RingCall::Open(*connection, deadline));
+  std::shared_ptr<StreamState> state(
+      new StreamState(connection, std::move(opened.call)));
+  state->handle_ = FromProto(opened.stream);
+  state->queue_ = opened.queue;
+  {
+    absl::MutexLock lock(&state->mu_);
+    state->pending_.mutable_batch();
+  }
+  connection->Register(state);
+  return state;
+}
+
 absl::StatusOr<std::shared_ptr<StreamState>> StreamState::Open(
     std::shared_ptr<Connection> connection) {
   const absl::Time deadline = connection->Deadline();
+  if (connection->transport() != Transport::kGrpc) {
+    absl::StatusOr<std::shared_ptr<StreamState>> on_ring =
+        OpenOnRing(connection, deadline);
+    // kAuto falls back to a call when hrxd has no ring to give (an older
+    // daemon, a remote one, a tenant without shared bytes to spare).
+    if (on_ring.ok() || connection->transport() == Transport::kRing) {
+      return on_ring;
+    }
+  }
   // The call lives as long as the stream: only each wait on it is bounded.
   std::unique_ptr<StreamCall> call = StreamCall::Start(
       connection->streams(), connection->Context(absl::InfiniteFuture()));
@@ -79,9 +106,9 @@ absl::Status StreamState::BrokenLocked() {
   return broken_status_;
 }
 
-absl::Status StreamState::FailedLocked(StreamCall::Outcome outcome,
+absl::Status StreamState::FailedLocked(StreamTransport::Outcome outcome,
                                        const char* what, absl::Time deadline) {
-  if (outcome == StreamCall::Outcome::kCallOver) return BrokenLocked();
+  if (outcome == StreamTransport::Outcome::kCallOver) return BrokenLocked();
   return Refusal(
       Reason::kDeadlineExceeded,
       absl::StrFormat(
@@ -109,8 +136,8 @@ absl::Status StreamState::SendBatchLocked(bool ack, absl::Time deadline) {
   pending_.Clear();
   pending_.mutable_batch();
   pending_bytes_ = 0;
-  const StreamCall::Outcome sent = call_->Write(std::move(batch), deadline);
-  if (sent != StreamCall::Outcome::kDone) {
+  const StreamTransport::Outcome sent = call_->Write(std::move(batch), deadline);
+  if (sent != StreamTransport::Outcome::kDone) {
     return FailedLocked(sent, "sending a batch", deadline);
   }
   if (!ack) {
@@ -118,8 +145,8 @@ absl::Status StreamState::SendBatchLocked(bool ack, absl::Time deadline) {
     return absl::OkStatus();
   }
   hrx::v1::StreamReply reply;
-  const StreamCall::Outcome answered = call_->Await(token, deadline, &reply);
-  if (answered != StreamCall::Outcome::kDone) {
+  const StreamTransport::Outcome answered = call_->Await(token, deadline, &reply);
+  if (answered != StreamTransport::Outcome::kDone) {
     return FailedLocked(answered, "a flush", deadline);
   }
   unacknowledged_ = false;
@@ -136,13 +163,13 @@ absl::StatusOr<hrx::v1::StreamReply> StreamState::RoundTripLocked(
   if (broken_) return BrokenLocked();
   const uint64_t token = next_token_++;
   request.set_token(token);
-  const StreamCall::Outcome sent = call_->Write(std::move(request), deadline);
-  if (sent != StreamCall::Outcome::kDone) {
+  const StreamTransport::Outcome sent = call_->Write(std::move(request), deadline);
+  if (sent != StreamTransport::Outcome::kDone) {
     return FailedLocked(sent, what, deadline);
   }
   hrx::v1::StreamReply reply;
-  const StreamCall::Outcome answered = call_->Await(token, deadline, &reply);
-  if (answered != StreamCall::Outcome::kDone) {
+  const StreamTransport::Outcome answered = call_->Await(token, deadline, &reply);
+  if (answered != StreamTransport::Outcome::kDone) {
     return FailedLocked(answered, what, deadline);
   }
   // The daemon handles requests in order: a reply means every batch written

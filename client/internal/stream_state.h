@@ -60,8 +60,11 @@ class StreamState final : public StreamBatch {
 
  private:
   StreamState(std::shared_ptr<Connection> connection,
-              std::unique_ptr<StreamCall> call)
+              std::unique_ptr<StreamTransport> call)
       : connection_(std::move(connection)), call_(std::move(call)) {}
+  // A stream on its shared-memory ring, opened by Streams.OpenRing.
+  static absl::StatusOr<std::shared_ptr<StreamState>> OpenOnRing(
+      const std::shared_ptr<Connection>& connection, absl::Time deadline);
 
   absl::Status SendBatchLocked(bool ack, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -71,7 +74,7 @@ class StreamState final : public StreamBatch {
       hrx::v1::StreamRequest request, const char* what, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The refusal for an outcome other than kDone.
-  absl::Status FailedLocked(StreamCall::Outcome outcome, const char* what,
+  absl::Status FailedLocked(StreamTransport::Outcome outcome, const char* what,
                             absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status BrokenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -81,7 +84,7 @@ class StreamState final : public StreamBatch {
   uint32_t queue_ = 0;
 
   absl::Mutex mu_;
-  const std::unique_ptr<StreamCall> call_;
+  const std::unique_ptr<StreamTransport> call_;
   hrx::v1::StreamRequest pending_ ABSL_GUARDED_BY(mu_);
   uint64_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_token_ ABSL_GUARDED_BY(mu_) = 1;

@@ -111,6 +111,14 @@ absl::StatusOr<ChargeRef> CommandPath::ReserveReplyBytes(uint64_t session,
       absl::StrFormat("read %s", shared::FormatBytes(bytes)), owner->Who());
 }
 
+absl::StatusOr<ChargeRef> CommandPath::ReserveSharedBytes(
+    uint64_t session, uint64_t bytes, std::string_view what) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
+  HRX_RETURN_IF_ERROR(RequireWriter(*owner, what));
+  return owner->tenant->Reserve(Resource::kSharedBytes, bytes, what,
+                                owner->Who());
+}
+
 void CommandPath::Read(uint64_t session, uint64_t stream, const ViewRef& src,
                        std::string* out, DoneCallback done) {
   auto owner = sessions_.Find(session);

@@ -63,6 +63,12 @@ class CommandPath {
   // A hold on `bytes` of the session's tenant's reply_bytes ceiling, for a
   // read's reply from before it is made until the client has taken it.
   absl::StatusOr<ChargeRef> ReserveReplyBytes(uint64_t session, uint64_t bytes);
+  // A hold on `bytes` of the session's tenant's shared_bytes ceiling (a
+  // stream's ring region) for as long as the region exists. PERMISSION_DENIED
+  // for an observer; RESOURCE_EXHAUSTED past the ceiling.
+  absl::StatusOr<ChargeRef> ReserveSharedBytes(uint64_t session,
+                                               uint64_t bytes,
+                                               std::string_view what);
   // Fills `*out` (which must outlive `done`) with the view's bytes, ordered
   // after earlier work on the stream.
   void Read(uint64_t session, uint64_t stream, const ViewRef& src,

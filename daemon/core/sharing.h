@@ -64,6 +64,10 @@ class Sharing {
   // single-use ticket for the side channel, valid for the ticket lifetime.
   absl::StatusOr<ExportTicket> Export(uint64_t session, uint64_t buffer,
                                       backend::ExportKind kind);
+  // A single-use ticket for `fd`, a descriptor hrxd made for `session`
+  // alone (a stream's ring region), redeemed as an export's is.
+  absl::StatusOr<std::string> IssueTicket(uint64_t session,
+                                          shared::UniqueFd fd);
   // The descriptor a ticket names, for the process that asked for it.
   // NOT_FOUND "unknown_ticket"; FAILED_PRECONDITION "ticket_used" or
   // "ticket_expired"; PERMISSION_DENIED "ticket_not_yours" when `peer` is

@@ -114,6 +114,21 @@ absl::StatusOr<ExportTicket> Sharing::Export(uint64_t session, uint64_t buffer,
   return result;
 }
 
+absl::StatusOr<std::string> Sharing::IssueTicket(uint64_t session,
+                                                 shared::UniqueFd fd) {
+  std::string ticket(16, '\0');
+  HRX_CHECK(getrandom(ticket.data(), ticket.size(), 0) ==
+            static_cast<ssize_t>(ticket.size()));
+  const absl::Time now = sessions_.clock().Now();
+  absl::MutexLock lock(&mu_);
+  SweepTicketsLocked(now);
+  // No memory and no export id: redeeming it records no mapping.
+  tickets_[ticket] = TicketEntry{session, 0,     nullptr, std::move(fd),
+                                 nullptr, now + ticket_lifetime_,
+                                 false,   false, false};
+  return ticket;
+}
+
 absl::StatusOr<shared::UniqueFd> Sharing::Redeem(std::string_view ticket,
                                                  const PeerIdentity& peer) {
   if (peer.pid <= 0) {
@@ -187,6 +202,7 @@ absl::StatusOr<shared::UniqueFd> Sharing::Redeem(std::string_view ticket,
             "process that exported them; share buffers with a grant.",
             owner->Who(), peer.uid, peer.pid));
   }
+  if (memory == nullptr) return fd;  // a ring region: no mapping to track
   absl::MutexLock lock(&owner->mu);
   owner->exports[export_id] =
       ExportEntry{std::move(memory), std::move(charge), tracked};

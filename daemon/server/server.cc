@@ -17,10 +17,11 @@ namespace hrx::daemon {
 class Services {
  public:
   explicit Services(Core& core)
-      : sessions(core, peers),
+      : rings(core),
+        sessions(core, peers),
         devices(core, peers),
         buffers(core, peers),
-        streams(core, peers),
+        streams(core, peers, rings),
         kernels(core, peers),
         events(core, peers),
         graphs(core, peers),
@@ -31,6 +32,7 @@ class Services {
         [&core](uint64_t connection) { core.ConnectionClosed(connection); });
   }
   PeerRegistry peers;  // first: the services below refer to it
+  RingRegistry rings;
   SessionsService sessions;
   DevicesService devices;
   BuffersService buffers;
@@ -79,6 +81,7 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
                         remote ? " on " + remote->address : ""));
   }
   services->buffers.set_fd_socket(FdChannelPath(socket_path));
+  services->streams.set_fd_socket(FdChannelPath(socket_path));
   auto fd_channel =
       FdChannel::Start(FdChannelPath(socket_path), socket_mode, core);
   if (!fd_channel.ok()) return fd_channel.status();
@@ -121,6 +124,8 @@ void DaemonServer::Shutdown(absl::Duration grace) {
   }
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();
+  // Rings are not calls: they end here, each draining its stream.
+  services_->rings.Shutdown();
   server_.reset();
 }
 

@@ -410,6 +410,24 @@ StreamsService::Open(grpc::CallbackServerContext* context) {
   return new StreamReactor(core_, DecodeCaller(*context, core_, peers_));
 }
 
+grpc::ServerUnaryReactor* StreamsService::OpenRing(
+    grpc::CallbackServerContext* context, const hrx::v1::OpenRingRequest*,
+    hrx::v1::OpenRingResponse* response) {
+  auto caller = DecodeCaller(*context, core_, peers_);
+  if (!caller.ok()) return Finish(core_, context, caller.status());
+  auto peer = Identify(*context, peers_);
+  if (!peer.ok()) return Finish(core_, context, peer.status());
+  auto opened = rings_.Open(*caller, *peer);
+  if (opened.ok()) {
+    caller->Seal(opened->stream, response->mutable_stream());
+    response->set_queue(opened->queue);
+    response->set_ticket(opened->ticket);
+    response->set_fd_socket(fd_socket_);
+    response->set_region_bytes(opened->region_bytes);
+  }
+  return Finish(core_, context, opened.status());
+}
+
 grpc::ServerUnaryReactor* StreamsService::Poll(
     grpc::CallbackServerContext* context, const hrx::v1::PollRequest* request,
     hrx::v1::PollResponse* response) {

@@ -7,6 +7,7 @@
 
 #include "daemon/core/core.h"
 #include "daemon/server/peer_registry.h"
+#include "daemon/server/ring_stream.h"
 #include "hrx/v1/admin.grpc.pb.h"
 #include "hrx/v1/buffer.grpc.pb.h"
 #include "hrx/v1/device.grpc.pb.h"
@@ -146,12 +147,14 @@ using StreamsBase = hrx::v1::Streams::WithRawCallbackMethod_Open<
                     hrx::v1::Streams::WithCallbackMethod_Read<
                         hrx::v1::Streams::WithCallbackMethod_Poll<
                             hrx::v1::Streams::WithCallbackMethod_GetStreamStats<
-                                hrx::v1::Streams::Service>>>>>>>>;
+                                hrx::v1::Streams::WithCallbackMethod_OpenRing<
+                                    hrx::v1::Streams::Service>>>>>>>>>;
 
 class StreamsService final : public StreamsBase {
  public:
-  StreamsService(Core& core, const PeerRegistry& peers)
-      : core_(core), peers_(peers) {}
+  StreamsService(Core& core, const PeerRegistry& peers, RingRegistry& rings)
+      : core_(core), peers_(peers), rings_(rings) {}
+  void set_fd_socket(std::string path) { fd_socket_ = std::move(path); }
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Open(
       grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* Poll(grpc::CallbackServerContext* context,
@@ -179,10 +182,16 @@ class StreamsService final : public StreamsBase {
   grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext* context,
                                  const hrx::v1::ReadRequest* request,
                                  hrx::v1::ReadResponse* response) override;
+  grpc::ServerUnaryReactor* OpenRing(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::OpenRingRequest* request,
+      hrx::v1::OpenRingResponse* response) override;
 
  private:
   Core& core_;
   const PeerRegistry& peers_;
+  RingRegistry& rings_;
+  std::string fd_socket_;
 };
 
 class DaemonStatusService final

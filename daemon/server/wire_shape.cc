@@ -10,6 +10,7 @@
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
 #include "shared/refusal.h"
+#include "shared/status_macros.h"
 
 namespace hrx::daemon {
 namespace {
@@ -18,6 +19,13 @@ using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
 using google::protobuf::internal::WireFormatLite;
 using google::protobuf::io::CodedInputStream;
+
+absl::Status Malformed(size_t length, const Descriptor* type) {
+  return Refusal(Reason::kMalformedRequest,
+                 absl::StrFormat("%u bytes do not form a %s. Fix: send a "
+                                 "serialized %s.",
+                                 length, type->full_name(), type->full_name()));
+}
 
 // Walks one message's fields; false when the bytes are malformed.
 class Walker {
@@ -84,11 +92,10 @@ class Walker {
 
 }  // namespace
 
-absl::Status CheckWireShape(const grpc::ByteBuffer& bytes,
-                            const Descriptor* type, size_t limit) {
-  grpc::ByteBuffer copy(bytes);  // shares the slices; the reader consumes
-  grpc::ProtoBufferReader reader(&copy);
-  CodedInputStream in(&reader);
+namespace {
+
+absl::Status CheckShape(CodedInputStream& in, size_t length,
+                        const Descriptor* type, size_t limit) {
   Walker walker(limit);
   const bool well_formed = walker.Walk(in, type, 0);
   if (walker.exceeded()) {
@@ -98,14 +105,32 @@ absl::Status CheckWireShape(const grpc::ByteBuffer& bytes,
             "a %s of %u bytes holds more than %u elements "
             "(repeated entries and nested messages); it was refused before "
             "decoding. Fix: split the request (see docs/limits.md).",
-            type->name(), bytes.Length(), limit));
+            type->name(), length, limit));
   }
   if (!well_formed || !in.ConsumedEntireMessage()) {
-    return Refusal(
-        Reason::kMalformedRequest,
-        absl::StrFormat("%u bytes do not form a %s. Fix: send a "
-                        "serialized %s.",
-                        bytes.Length(), type->full_name(), type->full_name()));
+    return Malformed(length, type);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckWireShape(const grpc::ByteBuffer& bytes,
+                            const Descriptor* type, size_t limit) {
+  grpc::ByteBuffer copy(bytes);  // shares the slices; the reader consumes
+  grpc::ProtoBufferReader reader(&copy);
+  CodedInputStream in(&reader);
+  return CheckShape(in, bytes.Length(), type, limit);
+}
+
+absl::Status ParseChecked(std::string_view bytes,
+                          google::protobuf::Message* out, size_t limit) {
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  CodedInputStream in(data, static_cast<int>(bytes.size()));
+  HRX_RETURN_IF_ERROR(
+      CheckShape(in, bytes.size(), out->GetDescriptor(), limit));
+  if (!out->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return Malformed(bytes.size(), out->GetDescriptor());
   }
   return absl::OkStatus();
 }
@@ -119,12 +144,7 @@ absl::Status ParseChecked(const grpc::ByteBuffer& bytes,
   grpc::ByteBuffer copy(bytes);
   grpc::ProtoBufferReader reader(&copy);
   if (!out->ParseFromZeroCopyStream(&reader)) {
-    return Refusal(
-        Reason::kMalformedRequest,
-        absl::StrFormat("%u bytes do not form a %s. Fix: send a "
-                        "serialized %s.",
-                        bytes.Length(), out->GetDescriptor()->full_name(),
-                        out->GetDescriptor()->full_name()));
+    return Malformed(bytes.Length(), out->GetDescriptor());
   }
   return absl::OkStatus();
 }

@@ -10,6 +10,7 @@
 #define HRX_DAEMON_SERVER_WIRE_SHAPE_H_
 
 #include <cstddef>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "google/protobuf/descriptor.h"
@@ -35,6 +36,10 @@ absl::Status ParseChecked(const grpc::ByteBuffer& bytes,
                           google::protobuf::Message* out,
                           size_t limit = kMaxRequestElements);
 
+// As ParseChecked, for bytes in memory (a message off a stream's ring).
+absl::Status ParseChecked(std::string_view bytes,
+                          google::protobuf::Message* out,
+                          size_t limit = kMaxRequestElements);
 // Serializes `message` into `out` (a raw method's reply).
 void SerializeInto(const google::protobuf::Message& message,
                    grpc::ByteBuffer* out);

@@ -49,12 +49,25 @@ struct DeviceInfo {
 // daemon itself stops answering or the work is legitimately longer.
 inline constexpr absl::Duration kDefaultTimeout = absl::Seconds(60);
 
+// How a stream's commands and replies travel to hrxd. Both carry the same
+// messages with the same checks; the ring skips gRPC on every round trip.
+enum class Transport {
+  // The stream's shared-memory ring when hrxd offers one, else a gRPC call.
+  // $HRX_TRANSPORT ("ring" or "grpc") replaces kAuto when set.
+  kAuto,
+  // The ring only: CreateStream fails when hrxd cannot give one.
+  kRing,
+  // A Streams.Open gRPC call.
+  kGrpc,
+};
+
 struct ConnectOptions {
   std::string socket_path;  // else $HRXD_SOCKET, else the per-user default
   std::string client_name;
   // Bound on every blocking call not given a deadline of its own;
   // absl::InfiniteDuration() waits without bound.
   absl::Duration default_timeout = kDefaultTimeout;
+  Transport transport = Transport::kAuto;
 };
 
 class Device {

@@ -1,0 +1,319 @@
+#include "daemon/server/ring_stream.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <vector>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "daemon/server/wire_shape.h"
+#include "shared/refusal.h"
+#include "shared/status_macros.h"
+
+namespace hrx::daemon {
+namespace {
+
+struct Mapped {
+  shared::UniqueFd fd;
+  void* base = nullptr;
+};
+
+// A sealed memfd of `bytes`, mapped: the client can write its pages but
+// cannot shrink it under hrxd's mapping.
+absl::StatusOr<Mapped> MapRegion(uint64_t bytes) {
+  shared::UniqueFd fd(memfd_create("hrx-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd.valid() || ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0 ||
+      fcntl(fd.get(), F_ADD_SEALS,
+            F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    return Refusal(Reason::kMemfdFailed,
+                   absl::StrFormat("open ring: a %u-byte region: %s. Fix: "
+                                   "raise hrxd's open-file or memory limits.",
+                                   bytes, std::strerror(errno)));
+  }
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                    fd.get(), 0);
+  if (base == MAP_FAILED) {
+    return Refusal(Reason::kMemfdFailed,
+                   absl::StrFormat("open ring: mapping a %u-byte region: %s. "
+                                   "Fix: raise hrxd's memory limits.",
+                                   bytes, std::strerror(errno)));
+  }
+  return Mapped{std::move(fd), base};
+}
+
+}  // namespace
+
+// --- RingRegistry -----------------------------------------------------------
+
+RingRegistry::~RingRegistry() { Shutdown(); }
+
+absl::StatusOr<OpenedRing> RingRegistry::Open(const Caller& caller,
+                                              const PeerIdentity& peer) {
+  if (peer.pid <= 0) {
+    return Refusal(
+        Reason::kPeerNotVisible,
+        "open ring: the caller has no process hrxd can see (a remote "
+        "client, or another PID namespace), so no region can be handed to "
+        "it. Fix: use Streams.Open (libhrx does so by itself).");
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) {
+      return Refusal(Reason::kShuttingDown,
+                     "open ring: hrxd is stopping. Fix: reconnect once it "
+                     "has restarted.");
+    }
+  }
+  const uint64_t bytes =
+      shared::RingRegionBytes(shared::kRingSubmitBytes, shared::kRingCompleteBytes);
+  HRX_ASSIGN_OR_RETURN(
+      ChargeRef charge,
+      core_.commands().ReserveSharedBytes(caller.session(), bytes, "open ring"));
+  HRX_ASSIGN_OR_RETURN(Mapped mapped, MapRegion(bytes));
+  shared::InitRingRegion(mapped.base, shared::kRingSubmitBytes,
+                         shared::kRingCompleteBytes);
+  std::unique_ptr<RingStream> ring(new RingStream(
+      core_, *this, RingStream::Region{mapped.base, bytes}, std::move(charge)));
+  HRX_ASSIGN_OR_RETURN(StreamInfo stream,
+                       core_.commands().CreateStream(caller.session()));
+  absl::StatusOr<std::string> ticket =
+      core_.sharing().IssueTicket(caller.session(), std::move(mapped.fd));
+  if (!ticket.ok()) {
+    core_.commands().DestroyStream(caller.session(), stream.handle,
+                                   [](absl::Status) {});
+    return ticket.status();
+  }
+  RingStream* started = ring.get();
+  {
+    absl::MutexLock lock(&mu_);
+    rings_.emplace(started, std::move(ring));
+  }
+  started->Run(caller, stream.handle);
+  return OpenedRing{stream.handle, stream.queue, *std::move(ticket), bytes};
+}
+
+void RingRegistry::Shutdown() {
+  std::vector<RingStream*> running;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    for (auto& [ring, owned] : rings_) running.push_back(ring);
+    // Stopped under the lock: a ring removes itself only through Ended,
+    // which takes it.
+    for (RingStream* ring : running) ring->Stop();
+    mu_.Await(absl::Condition(
+        +[](absl::flat_hash_map<RingStream*, std::unique_ptr<RingStream>>*
+                rings) { return rings->empty(); },
+        &rings_));
+  }
+}
+
+size_t RingRegistry::live() const {
+  absl::MutexLock lock(&mu_);
+  return rings_.size();
+}
+
+void RingRegistry::Ended(RingStream* ring) {
+  std::unique_ptr<RingStream> ended;
+  absl::MutexLock lock(&mu_);
+  auto it = rings_.find(ring);
+  if (it == rings_.end()) return;
+  ended = std::move(it->second);
+  rings_.erase(it);
+  // `ended` is destroyed here, under the lock, so Shutdown's Await sees
+  // the ring gone only once it is.
+}
+
+// --- RingStream -------------------------------------------------------------
+
+namespace {
+
+shared::PipeReader SubmitReader(shared::RingHeader& header, uint8_t* base) {
+  return shared::PipeReader(base + header.submit_offset, header.submit_bytes,
+                            &header.submit_written, &header.submit_read);
+}
+
+shared::PipeWriter CompleteWriter(shared::RingHeader& header, uint8_t* base) {
+  return shared::PipeWriter(base + header.complete_offset,
+                            header.complete_bytes, &header.complete_written,
+                            &header.complete_read);
+}
+
+}  // namespace
+
+RingStream::RingStream(Core& core, RingRegistry& registry, Region region,
+                       ChargeRef charge)
+    : StreamConversation(core),
+      registry_(registry),
+      region_(std::move(region)),
+      charge_(std::move(charge)),
+      // hrxd wrote the header: its own copy of the layout is trusted.
+      reader_(SubmitReader(header(), static_cast<uint8_t*>(region_.base)),
+              shared::kMaxRingMessageBytes),
+      writer_(CompleteWriter(header(), static_cast<uint8_t*>(region_.base))) {}
+
+RingStream::~RingStream() { munmap(region_.base, region_.bytes); }
+
+void RingStream::Run(const Caller& caller, uint64_t stream) {
+  Start(caller, stream);
+  thread_ = std::thread([this] { Serve(); });
+  thread_.detach();  // it ends by handing the ring back to the registry
+}
+
+void RingStream::Stop() {
+  stop_requested_.store(true);
+  Wake();
+}
+
+void RingStream::Serve() {
+  absl::Time last_work = absl::Now();
+  absl::Time last_check = last_work;
+  while (!ended_.load()) {
+    const uint32_t seen =
+        header().daemon_bell.bell.load(std::memory_order_seq_cst);
+    if (ServeOnce()) {
+      last_work = absl::Now();
+      continue;
+    }
+    const absl::Time now = absl::Now();
+    if (now - last_work < kRingServeSpin) continue;
+    if (now - last_check >= kRingLivenessInterval) {
+      last_check = now;
+      if (!core().sessions().Find(session()).ok()) Stop();
+      continue;
+    }
+    shared::WaitOnDoorbell(header().daemon_bell, seen, kRingLivenessInterval);
+  }
+  // End ran with the conversation's lock held, perhaps on another thread:
+  // that thread is out of it once the lock is free again.
+  AwaitQuiet();
+  registry_.Ended(this);  // destroys this
+}
+
+bool RingStream::ServeOnce() {
+  bool progress = false;
+  // A reply larger than the free space, continued as the client reads.
+  std::optional<bool> written;
+  {
+    absl::MutexLock lock(&write_mu_);
+    if (write_pending_) {
+      const uint64_t before =
+          header().complete_written.value.load(std::memory_order_relaxed);
+      absl::StatusOr<bool> done = writer_.Continue();
+      if (!done.ok()) {
+        write_broken_ = true;
+        broken_ = done.status();
+      } else if (*done) {
+        write_pending_ = false;
+        written = true;
+      }
+      progress = !done.ok() ||
+                 header().complete_written.value.load(
+                     std::memory_order_relaxed) != before;
+    }
+  }
+  if (progress) shared::RingDoorbell(header().client_bell);
+  if (written) OnWritten(true);
+
+  absl::Status broken;
+  {
+    absl::MutexLock lock(&write_mu_);
+    if (write_broken_ && !broken_.ok()) {
+      broken = std::exchange(broken_, absl::OkStatus());
+      if (write_pending_) {
+        write_pending_ = false;
+        written = false;
+      }
+    }
+  }
+  if (!broken.ok() && !requests_ended_) {
+    requests_ended_ = true;
+    want_read_.store(false);
+    if (written.has_value() && !*written) OnWritten(false);
+    OnBroken(broken);
+    return true;
+  }
+
+  if (!want_read_.load() || requests_ended_) return progress;
+  if (stop_requested_.load()) {
+    want_read_.store(false);
+    requests_ended_ = true;
+    OnCancelled();
+    OnRequestsEnded();
+    return true;
+  }
+  const uint64_t read_before =
+      header().submit_read.value.load(std::memory_order_relaxed);
+  absl::StatusOr<bool> got = reader_.Next(&message_);
+  if (header().submit_read.value.load(std::memory_order_relaxed) !=
+      read_before) {
+    shared::RingDoorbell(header().client_bell);  // space for its next
+    progress = true;
+  }
+  if (!got.ok()) {
+    want_read_.store(false);
+    requests_ended_ = true;
+    OnBroken(got.status());
+    return true;
+  }
+  if (*got) {
+    want_read_.store(false);
+    request().Clear();
+    const absl::Status parsed = ParseChecked(message_, &request());
+    message_.clear();
+    OnRequest(parsed);
+    return true;
+  }
+  if (header().client_closed.load() != 0 && !reader_.in_message()) {
+    // The client's half-close, once everything it wrote was read.
+    want_read_.store(false);
+    requests_ended_ = true;
+    OnRequestsEnded();
+    return true;
+  }
+  if (stop_requested_.load()) return true;
+  return progress;
+}
+
+void RingStream::ReadNext() {
+  want_read_.store(true);
+  Wake();
+}
+
+bool RingStream::WriteNext(const hrx::v1::StreamReply& reply) {
+  std::string wire = reply.SerializeAsString();
+  bool done = true;
+  bool serve = false;  // the serving thread has to act on it
+  {
+    absl::MutexLock lock(&write_mu_);
+    if (write_broken_) return true;  // dropped: the serving thread ends it
+    absl::StatusOr<bool> written = writer_.Start(std::move(wire));
+    if (!written.ok()) {
+      write_broken_ = true;
+      broken_ = written.status();
+      serve = true;
+    } else if (!*written) {
+      write_pending_ = true;
+      done = false;
+      serve = true;
+    }
+  }
+  shared::RingDoorbell(header().client_bell);
+  if (serve) Wake();
+  return done;
+}
+
+void RingStream::End(const absl::Status& status) {
+  header().finish_code.store(static_cast<int32_t>(status.code()));
+  header().finished.store(1);
+  shared::RingDoorbell(header().client_bell);
+  ended_.store(true);
+  Wake();
+}
+
+}  // namespace hrx::daemon
