@@ -1,0 +1,284 @@
+// The shared-memory ring as hostile input: a raw client opens a ring with
+// the generated stubs, maps it and writes whatever it likes. Each attack
+// ends or stalls only the attacker's own stream; the fixture's libhrx
+// client (on its own ring) is the bystander whose bytes are checked.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/internal/fd_channel.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "shared/refusal.h"
+#include "shared/shm_ring.h"
+#include "tests/client_fixture.h"
+#include "tests/raw_session.h"
+
+namespace hrx::testing {
+namespace {
+
+using ::testing::Each;
+using ::testing::HasSubstr;
+using shared::IsOk;
+
+// How long a step may hang before the test gives up (a hang limit, never
+// a measurement).
+constexpr absl::Duration kHangLimit = absl::Seconds(20);
+
+// A ring opened and driven by hand.
+class RawRing {
+ public:
+  explicit RawRing(RawSession& session) {
+    auto context = session.Context();
+    hrx::v1::OpenRingRequest request;
+    status_ = shared::FromGrpcStatus(
+        session.streams->OpenRing(context.get(), request, &opened_));
+    if (!status_.ok()) return;
+    auto fd = client::internal::RedeemTicket(
+        opened_.fd_socket(), opened_.ticket(), absl::Now() + kHangLimit);
+    if (!fd.ok()) {
+      status_ = fd.status();
+      return;
+    }
+    fd_ = *std::move(fd);
+    bytes_ = opened_.region_bytes();
+    base_ = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(),
+                 0);
+    if (base_ == MAP_FAILED) {
+      status_ = absl::InternalError("mmap");
+      return;
+    }
+    auto* data = static_cast<uint8_t*>(base_);
+    writer_.emplace(shared::PipeWriter(
+        data + header().submit_offset, header().submit_bytes,
+        &header().submit_written, &header().submit_read));
+    reader_.emplace(
+        shared::PipeReader(data + header().complete_offset,
+                           header().complete_bytes, &header().complete_written,
+                           &header().complete_read),
+        shared::kMaxRingMessageBytes);
+  }
+  ~RawRing() {
+    if (base_ != nullptr && base_ != MAP_FAILED) munmap(base_, bytes_);
+  }
+
+  const absl::Status& status() const { return status_; }
+  const hrx::v1::Handle& stream() const { return opened_.stream(); }
+  shared::RingHeader& header() { return *static_cast<shared::RingHeader*>(base_); }
+  int fd() const { return fd_.get(); }
+
+  // Writes raw bytes as one framed message.
+  void SendBytes(std::string bytes) {
+    absl::StatusOr<bool> done = writer_->Start(std::move(bytes));
+    const absl::Time limit = absl::Now() + kHangLimit;
+    while (done.ok() && !*done && absl::Now() < limit) done = writer_->Continue();
+    ASSERT_TRUE(done.ok() && *done) << done.status();
+    shared::RingDoorbell(header().daemon_bell);
+  }
+  void Send(const hrx::v1::StreamRequest& request) {
+    SendBytes(request.SerializeAsString());
+  }
+  // The next reply, or nothing once the ring has ended.
+  std::optional<hrx::v1::StreamReply> Receive() {
+    std::string message;
+    const absl::Time limit = absl::Now() + kHangLimit;
+    while (absl::Now() < limit) {
+      absl::StatusOr<bool> got = reader_->Next(&message);
+      if (!got.ok()) return std::nullopt;
+      if (*got) {
+        hrx::v1::StreamReply reply;
+        if (!reply.ParseFromString(message)) return std::nullopt;
+        return reply;
+      }
+      if (header().finished.load() != 0) return std::nullopt;
+      usleep(100);
+    }
+    return std::nullopt;
+  }
+  // Waits (up to the hang limit) for hrxd to end the ring; its status code.
+  std::optional<int> AwaitEnd() {
+    const absl::Time limit = absl::Now() + kHangLimit;
+    while (absl::Now() < limit) {
+      if (header().finished.load() != 0) return header().finish_code.load();
+      usleep(1000);
+    }
+    return std::nullopt;
+  }
+
+ private:
+  absl::Status status_;
+  hrx::v1::OpenRingResponse opened_;
+  shared::UniqueFd fd_;
+  void* base_ = nullptr;
+  uint64_t bytes_ = 0;
+  std::optional<shared::MessageWriter> writer_;
+  std::optional<shared::MessageReader> reader_;
+};
+
+hrx::v1::StreamRequest Sync(uint64_t token) {
+  hrx::v1::StreamRequest request;
+  request.set_token(token);
+  request.mutable_sync();
+  return request;
+}
+
+bool ProcessMapsRing() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.find("hrx-ring") != std::string::npos) return true;
+  }
+  return false;
+}
+
+class RingTest : public ClientFixture {
+ protected:
+  // The bystander: its own stream (a ring, by default) writes and reads
+  // back a pattern.
+  void ExpectBystanderIntact(uint8_t value) {
+    Buffer buffer = Allocate(*stream_, 1 << 16);
+    ASSERT_THAT(stream_->Fill(buffer.Binding(), value), IsOk());
+    EXPECT_THAT(ReadAll(*stream_, buffer.Binding()), Each(value));
+  }
+};
+
+TEST_F(RingTest, LibhrxStreamsRunOnTheRingUnlessTheTransportIsGrpc) {
+  const char* transport = std::getenv("HRX_TRANSPORT");
+  const bool grpc = transport != nullptr && std::string(transport) == "grpc";
+  EXPECT_EQ(ProcessMapsRing(), !grpc);
+  ExpectBystanderIntact(0x5a);
+}
+
+TEST_F(RingTest, ARingCarriesTheSameRefusalsAsTheCall) {
+  RawSession raw(daemon_->socket_path());
+  ASSERT_THAT(raw.open_status, IsOk());
+  RawRing ring(raw);
+  ASSERT_THAT(ring.status(), IsOk());
+  auto buffer = raw.Allocate(4096);
+  ASSERT_TRUE(buffer.ok());
+  // A forged buffer handle in a batch: refused at the next sync point.
+  hrx::v1::StreamRequest batch;
+  hrx::v1::Fill* fill = batch.mutable_batch()->add_commands()->mutable_fill();
+  *fill->mutable_dst()->mutable_buffer() = *buffer;
+  fill->mutable_dst()->mutable_buffer()->set_tag(buffer->tag() ^ 1);
+  fill->mutable_dst()->set_length(16);
+  ring.Send(batch);
+  ring.Send(Sync(7));
+  std::optional<hrx::v1::StreamReply> reply = ring.Receive();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->token(), 7u);
+  EXPECT_EQ(reply->code(), static_cast<int>(absl::StatusCode::kUnauthenticated));
+  EXPECT_THAT(reply->message(), HasSubstr("forged_handle"));
+  // Bytes that are no StreamRequest: malformed, at the next sync point.
+  ring.SendBytes(std::string("\xff\xff\xff\xff\xff", 5));
+  ring.Send(Sync(8));
+  reply = ring.Receive();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->token(), 8u);
+  EXPECT_THAT(reply->message(), HasSubstr("malformed_request"));
+  EXPECT_THAT(reply->message(), HasSubstr("Fix:"));
+  // The stream goes on: a good sync is answered OK.
+  ring.Send(Sync(9));
+  reply = ring.Receive();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->code(), 0);
+  ExpectBystanderIntact(0x11);
+}
+
+TEST_F(RingTest, AnImpossiblePositionEndsOnlyTheScribblersStream) {
+  RawSession raw(daemon_->socket_path());
+  RawRing ring(raw);
+  ASSERT_THAT(ring.status(), IsOk());
+  ring.header().submit_written.value.store(ring.header().submit_bytes + 1);
+  shared::RingDoorbell(ring.header().daemon_bell);
+  EXPECT_EQ(ring.AwaitEnd(), static_cast<int>(absl::StatusCode::kDataLoss));
+  ExpectBystanderIntact(0x22);
+  // The attacker's session survives: a new ring works.
+  RawRing again(raw);
+  ASSERT_THAT(again.status(), IsOk());
+  again.Send(Sync(1));
+  std::optional<hrx::v1::StreamReply> reply = again.Receive();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->code(), 0);
+}
+
+TEST_F(RingTest, AMessageLengthPastTheLimitEndsTheRingBeforeAllocating) {
+  RawSession raw(daemon_->socket_path());
+  RawRing ring(raw);
+  ASSERT_THAT(ring.status(), IsOk());
+  // A 4 GiB - 1 length prefix and nothing after it.
+  shared::PipeWriter writer(
+      static_cast<uint8_t*>(static_cast<void*>(&ring.header())) +
+          ring.header().submit_offset,
+      ring.header().submit_bytes, &ring.header().submit_written,
+      &ring.header().submit_read);
+  ASSERT_TRUE(writer.Push(std::string(4, '\xff')).ok());
+  shared::RingDoorbell(ring.header().daemon_bell);
+  EXPECT_EQ(ring.AwaitEnd(),
+            static_cast<int>(absl::StatusCode::kResourceExhausted));
+  ExpectBystanderIntact(0x33);
+}
+
+TEST_F(RingTest, TheRegionCannotBeResizedUnderTheDaemon) {
+  RawSession raw(daemon_->socket_path());
+  RawRing ring(raw);
+  ASSERT_THAT(ring.status(), IsOk());
+  EXPECT_NE(ftruncate(ring.fd(), 0), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(ftruncate(ring.fd(), 1 << 30), 0);
+  ring.Send(Sync(3));
+  std::optional<hrx::v1::StreamReply> reply = ring.Receive();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->code(), 0);
+  ExpectBystanderIntact(0x44);
+}
+
+TEST_F(RingTest, AClientThatNeverTakesItsRepliesStallsOnlyItself) {
+  RawSession raw(daemon_->socket_path());
+  RawRing ring(raw);
+  ASSERT_THAT(ring.status(), IsOk());
+  auto buffer = raw.Allocate(1 << 20);
+  ASSERT_TRUE(buffer.ok());
+  // Reads of 64 KiB, never taken: the complete pipe (256 KiB) fills, then
+  // the daemon stops reading requests (kMaxPendingReplies).
+  for (uint64_t token = 1; token <= 200; ++token) {
+    hrx::v1::StreamRequest read;
+    read.set_token(token);
+    *read.mutable_read()->mutable_buffer() = *buffer;
+    read.mutable_read()->set_length(1 << 16);
+    ring.Send(read);
+  }
+  ExpectBystanderIntact(0x55);
+  // Taking them now lets the rest through, in order.
+  for (uint64_t token = 1; token <= 200; ++token) {
+    std::optional<hrx::v1::StreamReply> reply = ring.Receive();
+    ASSERT_TRUE(reply.has_value()) << token;
+    EXPECT_EQ(reply->token(), token);
+    EXPECT_EQ(reply->data().size(), 1u << 16);
+  }
+}
+
+TEST_F(RingTest, ARingEndsWithItsSession) {
+  auto raw = std::make_unique<RawSession>(daemon_->socket_path());
+  auto ring = std::make_unique<RawRing>(*raw);
+  ASSERT_THAT(ring->status(), IsOk());
+  // The session's end ends the ring: hrxd drains and destroys its stream
+  // and marks it finished.
+  auto context = raw->Context();
+  hrx::v1::CloseSessionRequest request;
+  hrx::v1::CloseSessionResponse response;
+  ASSERT_TRUE(raw->sessions->CloseSession(context.get(), request, &response)
+                  .ok());
+  EXPECT_TRUE(ring->AwaitEnd().has_value());
+  ExpectBystanderIntact(0x66);
+}
+
+}  // namespace
+}  // namespace hrx::testing
