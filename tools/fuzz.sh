@@ -12,7 +12,7 @@
 set -u
 cd "$(dirname "$0")/.."
 seconds=${1:-15}
-targets=(decode_fuzzer config_fuzzer handle_fuzzer launch_fuzzer
+targets=(decode_fuzzer config_fuzzer handle_fuzzer launch_fuzzer ring_fuzzer
          executor_frame_fuzzer ticket_fuzzer)
 findings=${HRX_FUZZ_FINDINGS:-/tmp/hrx-fuzz-findings}
 base="${HOME:-/root}/.cache/bazel/hrx-fuzz-$(printf %s "$PWD" | md5sum | cut -c1-8)"
