@@ -1,5 +1,5 @@
 # The two commands of the quick start. Both install what is missing first.
-.PHONY: run test test-asan test-tsan fuzz setup build format
+.PHONY: run test test-asan test-tsan fuzz bench setup build format
 
 # Extra hrxd flags for `make run`, e.g. make run ARGS=--log-level=debug
 ARGS ?=
@@ -30,6 +30,11 @@ test-tsan: setup
 FUZZ_SECONDS ?= 300
 fuzz: setup
 	@HRX_FUZZ_KEEP_CORPUS=1 tools/fuzz.sh $(FUZZ_SECONDS)
+
+# Every benchmark (CPU backend), ratios to baselines from the same run; the
+# latency figures also as JSON in bench.json (docs/performance.md).
+bench: setup
+	@tools/bench.sh
 
 # Rewrites C++ sources as .clang-format says (make test checks it).
 format: setup

@@ -46,11 +46,11 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
                                      name));
     }
   }
-  HRX_ASSIGN_OR_RETURN(std::shared_ptr<client::internal::Connection> connection,
-                       client::internal::Connection::Open(
-                           shared::ResolveClientSocketPath(options.socket_path),
-                           options.client_name, options.default_timeout,
-                           transport));
+  HRX_ASSIGN_OR_RETURN(
+      std::shared_ptr<client::internal::Connection> connection,
+      client::internal::Connection::Open(
+          shared::ResolveClientSocketPath(options.socket_path),
+          options.client_name, options.default_timeout, transport));
   return std::unique_ptr<Client>(new Client(std::move(connection)));
 }
 

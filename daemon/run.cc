@@ -18,8 +18,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
 #include "daemon/backend/factory.h"
 #include "daemon/core/core.h"
 #include "daemon/core/device_set.h"

@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <ctime>
 #include <new>
 
@@ -62,16 +62,15 @@ absl::Status CheckRingRegion(const void* region, uint64_t region_bytes) {
       RingRegionBytes(header->submit_bytes, header->complete_bytes) ==
           region_bytes &&
       header->submit_bytes >= 64 && header->complete_bytes >= 64;
-  if (header->magic != kRingMagic || header->version != kRingVersion ||
-      !fits) {
+  if (header->magic != kRingMagic || header->version != kRingVersion || !fits) {
     return Refusal(
         Reason::kRingUnavailable,
         absl::StrFormat(
             "the ring region (%u bytes, magic %#x, version %u, pipes %u and "
             "%u bytes) is not a version %u ring. Fix: use a libhrx of the "
             "daemon's version, or the gRPC transport (HRX_TRANSPORT=grpc).",
-            region_bytes, header->magic, header->version,
-            header->submit_bytes, header->complete_bytes, kRingVersion));
+            region_bytes, header->magic, header->version, header->submit_bytes,
+            header->complete_bytes, kRingVersion));
   }
   return absl::OkStatus();
 }
@@ -198,9 +197,9 @@ absl::StatusOr<bool> MessageReader::Next(std::string* out) {
     body_read_ = 0;
   }
   while (body_read_ < length_) {
-    const absl::StatusOr<uint64_t> got = pipe_.Pull(
-        reinterpret_cast<uint8_t*>(body_.data()) + body_read_,
-        length_ - body_read_);
+    const absl::StatusOr<uint64_t> got =
+        pipe_.Pull(reinterpret_cast<uint8_t*>(body_.data()) + body_read_,
+                   length_ - body_read_);
     if (!got.ok()) return got.status();
     if (*got == 0) return false;
     body_read_ += *got;

@@ -27,7 +27,9 @@ class Region {
     return reinterpret_cast<void*>((at + 63) & ~uintptr_t{63});
   }
   RingHeader& header() { return *static_cast<RingHeader*>(base()); }
-  uint8_t* at(uint64_t offset) { return static_cast<uint8_t*>(base()) + offset; }
+  uint8_t* at(uint64_t offset) {
+    return static_cast<uint8_t*>(base()) + offset;
+  }
   uint64_t bytes() const { return bytes_; }
 
   PipeWriter SubmitWriter() {

@@ -24,9 +24,9 @@
 namespace hrx::testing {
 namespace {
 
+using shared::IsOk;
 using ::testing::Each;
 using ::testing::HasSubstr;
-using shared::IsOk;
 
 // How long a step may hang before the test gives up (a hang limit, never
 // a measurement).
@@ -49,16 +49,16 @@ class RawRing {
     }
     fd_ = *std::move(fd);
     bytes_ = opened_.region_bytes();
-    base_ = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(),
-                 0);
+    base_ =
+        mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
     if (base_ == MAP_FAILED) {
       status_ = absl::InternalError("mmap");
       return;
     }
     auto* data = static_cast<uint8_t*>(base_);
-    writer_.emplace(shared::PipeWriter(
-        data + header().submit_offset, header().submit_bytes,
-        &header().submit_written, &header().submit_read));
+    writer_.emplace(
+        shared::PipeWriter(data + header().submit_offset, header().submit_bytes,
+                           &header().submit_written, &header().submit_read));
     reader_.emplace(
         shared::PipeReader(data + header().complete_offset,
                            header().complete_bytes, &header().complete_written,
@@ -71,14 +71,17 @@ class RawRing {
 
   const absl::Status& status() const { return status_; }
   const hrx::v1::Handle& stream() const { return opened_.stream(); }
-  shared::RingHeader& header() { return *static_cast<shared::RingHeader*>(base_); }
+  shared::RingHeader& header() {
+    return *static_cast<shared::RingHeader*>(base_);
+  }
   int fd() const { return fd_.get(); }
 
   // Writes raw bytes as one framed message.
   void SendBytes(std::string bytes) {
     absl::StatusOr<bool> done = writer_->Start(std::move(bytes));
     const absl::Time limit = absl::Now() + kHangLimit;
-    while (done.ok() && !*done && absl::Now() < limit) done = writer_->Continue();
+    while (done.ok() && !*done && absl::Now() < limit)
+      done = writer_->Continue();
     ASSERT_TRUE(done.ok() && *done) << done.status();
     shared::RingDoorbell(header().daemon_bell);
   }
@@ -174,7 +177,8 @@ TEST_F(RingTest, ARingCarriesTheSameRefusalsAsTheCall) {
   std::optional<hrx::v1::StreamReply> reply = ring.Receive();
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->token(), 7u);
-  EXPECT_EQ(reply->code(), static_cast<int>(absl::StatusCode::kUnauthenticated));
+  EXPECT_EQ(reply->code(),
+            static_cast<int>(absl::StatusCode::kUnauthenticated));
   EXPECT_THAT(reply->message(), HasSubstr("forged_handle"));
   // Bytes that are no StreamRequest: malformed, at the next sync point.
   ring.SendBytes(std::string("\xff\xff\xff\xff\xff", 5));
@@ -274,8 +278,8 @@ TEST_F(RingTest, ARingEndsWithItsSession) {
   auto context = raw->Context();
   hrx::v1::CloseSessionRequest request;
   hrx::v1::CloseSessionResponse response;
-  ASSERT_TRUE(raw->sessions->CloseSession(context.get(), request, &response)
-                  .ok());
+  ASSERT_TRUE(
+      raw->sessions->CloseSession(context.get(), request, &response).ok());
   EXPECT_TRUE(ring->AwaitEnd().has_value());
   ExpectBystanderIntact(0x66);
 }

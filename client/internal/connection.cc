@@ -20,10 +20,13 @@ namespace {
 
 // How long Open waits for the daemon to answer before reporting UNAVAILABLE.
 constexpr auto kConnectTimeout = std::chrono::seconds(5);
-// How long ProbeSession waits, and how long its answer is reused: a process
-// whose daemon is gone spends at most half its time asking why.
-constexpr absl::Duration kProbeTimeout = absl::Milliseconds(500);
-constexpr absl::Duration kProbeInterval = absl::Seconds(1);
+// How long ProbeSession waits: longer than the channel's longest reconnect
+// backoff (below), so a daemon restarted meanwhile is reached even when the
+// channel has been backing off since the old one died. Its answer is reused
+// for kProbeInterval: a process whose daemon is gone spends at most half its
+// time asking why.
+constexpr absl::Duration kProbeTimeout = absl::Milliseconds(2500);
+constexpr absl::Duration kProbeInterval = absl::Seconds(5);
 
 uint64_t NextBrand() {
   static std::atomic<uint64_t> next{1};
@@ -137,10 +140,9 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(
   const grpc::Status status =
       sessions->OpenSession(&context, request, &response);
   if (!status.ok()) return CallStatus(status, socket_path);
-  return std::shared_ptr<Connection>(
-      new Connection(socket_path, std::move(channel),
-                     FromProto(response.session()), default_timeout,
-                     transport));
+  return std::shared_ptr<Connection>(new Connection(
+      socket_path, std::move(channel), FromProto(response.session()),
+      default_timeout, transport));
 }
 
 Connection::Connection(std::string socket_path,
@@ -185,18 +187,26 @@ absl::Status Connection::ProbeSession() const {
     absl::MutexLock lock(&probe_mu_);
     if (absl::Now() < next_probe_) return last_probe_;
   }
-  auto context = Context(absl::Now() + kProbeTimeout);
-  // A channel whose daemon just went away backs off before reconnecting;
-  // without waiting for it the probe would fail at once, unanswered.
-  context->set_wait_for_ready(true);
-  // Event 0 is never issued (ids start at 1): the daemon checks the session
-  // and then answers unknown_event, which means the session is good.
-  hrx::v1::EventRequest request;
-  request.set_event(0);
-  hrx::v1::QueryEventResponse response;
-  absl::Status status =
-      Check(events_->QueryEvent(context.get(), request, &response),
-            "a session probe");
+  const absl::Time deadline = absl::Now() + kProbeTimeout;
+  absl::Status status;
+  // Twice at most: a channel that has not noticed its daemon die (nothing
+  // crossed it since; a stream on the shared-memory ring sends nothing over
+  // gRPC) fails the first call on the dead connection ("Broken pipe"),
+  // which makes it reconnect for the second.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto context = Context(deadline);
+    // A channel whose daemon just went away backs off before reconnecting;
+    // without waiting for it the probe would fail at once, unanswered.
+    context->set_wait_for_ready(true);
+    // Event 0 is never issued (ids start at 1): the daemon checks the
+    // session and then answers unknown_event, which means it is good.
+    hrx::v1::EventRequest request;
+    request.set_event(0);
+    hrx::v1::QueryEventResponse response;
+    status = Check(events_->QueryEvent(context.get(), request, &response),
+                   "a session probe");
+    if (ReasonOf(status) != Reason::kDaemonUnreachable) break;
+  }
   if (ReasonOf(status) == Reason::kUnknownEvent) status = absl::OkStatus();
   absl::MutexLock lock(&probe_mu_);
   last_probe_ = status;

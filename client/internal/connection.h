@@ -102,7 +102,7 @@ class Connection {
   Transport transport() const { return transport_; }
 
   // Why the session's calls fail, asked of the daemon with a cheap call
-  // (waiting at most 500 ms; an answer is reused for 1 s): OK when it
+  // (waiting at most 2.5 s; an answer is reused for 5 s): OK when it
   // answers, "previous_daemon_run" when a restarted daemon no longer knows
   // the session.
   absl::Status ProbeSession() const;

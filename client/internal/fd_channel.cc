@@ -61,10 +61,10 @@ absl::StatusOr<shared::UniqueFd> RedeemTicket(const std::string& fd_socket,
   if (server_pid != nullptr) {
     ucred peer{};
     socklen_t length = sizeof(peer);
-    *server_pid = getsockopt(sock.get(), SOL_SOCKET, SO_PEERCRED, &peer,
-                             &length) == 0
-                      ? peer.pid
-                      : 0;
+    *server_pid =
+        getsockopt(sock.get(), SOL_SOCKET, SO_PEERCRED, &peer, &length) == 0
+            ? peer.pid
+            : 0;
   }
   if (send(sock.get(), ticket.data(), ticket.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(ticket.size())) {

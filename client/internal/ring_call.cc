@@ -1,6 +1,7 @@
 #include "client/internal/ring_call.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -49,9 +50,9 @@ absl::StatusOr<RingCall::Opened> RingCall::Open(Connection& connection,
   struct stat about {};
   if (fstat(fd.get(), &about) != 0 ||
       static_cast<uint64_t>(about.st_size) != bytes) {
-    return Unavailable(absl::StrFormat(
-        "the ring region is %d bytes, the daemon said %u.",
-        static_cast<int64_t>(about.st_size), bytes));
+    return Unavailable(
+        absl::StrFormat("the ring region is %d bytes, the daemon said %u.",
+                        static_cast<int64_t>(about.st_size), bytes));
   }
   void* base =
       mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
@@ -110,7 +111,10 @@ RingCall::Wake RingCall::WaitFor(Ready ready, absl::Time deadline) {
     if (OverLocked()) return ready() ? Wake::kReady : Wake::kOver;
     const absl::Time now = absl::Now();
     if (now >= deadline) return Wake::kDeadline;
-    if (now < spin_until) continue;
+    if (now < spin_until) {
+      sched_yield();  // the daemon may need this core to answer
+      continue;
+    }
     const absl::Duration slice = std::min(deadline - now, kRingClientSlice);
     shared::WaitOnDoorbell(header().client_bell, seen, slice);
     if (Exited(daemon_)) {

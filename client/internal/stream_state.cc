@@ -136,7 +136,8 @@ absl::Status StreamState::SendBatchLocked(bool ack, absl::Time deadline) {
   pending_.Clear();
   pending_.mutable_batch();
   pending_bytes_ = 0;
-  const StreamTransport::Outcome sent = call_->Write(std::move(batch), deadline);
+  const StreamTransport::Outcome sent =
+      call_->Write(std::move(batch), deadline);
   if (sent != StreamTransport::Outcome::kDone) {
     return FailedLocked(sent, "sending a batch", deadline);
   }
@@ -145,7 +146,8 @@ absl::Status StreamState::SendBatchLocked(bool ack, absl::Time deadline) {
     return absl::OkStatus();
   }
   hrx::v1::StreamReply reply;
-  const StreamTransport::Outcome answered = call_->Await(token, deadline, &reply);
+  const StreamTransport::Outcome answered =
+      call_->Await(token, deadline, &reply);
   if (answered != StreamTransport::Outcome::kDone) {
     return FailedLocked(answered, "a flush", deadline);
   }
@@ -163,12 +165,14 @@ absl::StatusOr<hrx::v1::StreamReply> StreamState::RoundTripLocked(
   if (broken_) return BrokenLocked();
   const uint64_t token = next_token_++;
   request.set_token(token);
-  const StreamTransport::Outcome sent = call_->Write(std::move(request), deadline);
+  const StreamTransport::Outcome sent =
+      call_->Write(std::move(request), deadline);
   if (sent != StreamTransport::Outcome::kDone) {
     return FailedLocked(sent, what, deadline);
   }
   hrx::v1::StreamReply reply;
-  const StreamTransport::Outcome answered = call_->Await(token, deadline, &reply);
+  const StreamTransport::Outcome answered =
+      call_->Await(token, deadline, &reply);
   if (answered != StreamTransport::Outcome::kDone) {
     return FailedLocked(answered, what, deadline);
   }

@@ -24,7 +24,8 @@ class StreamTransport {
   virtual ~StreamTransport() = default;
 
   // Queues `request` for sending, in order.
-  virtual Outcome Write(hrx::v1::StreamRequest request, absl::Time deadline) = 0;
+  virtual Outcome Write(hrx::v1::StreamRequest request,
+                        absl::Time deadline) = 0;
   // Waits for the reply to the request sent with `token`. Past the deadline
   // the token is abandoned: its reply is dropped when it arrives.
   virtual Outcome Await(uint64_t token, absl::Time deadline,

@@ -66,8 +66,7 @@ class CommandPath {
   // A hold on `bytes` of the session's tenant's shared_bytes ceiling (a
   // stream's ring region) for as long as the region exists. PERMISSION_DENIED
   // for an observer; RESOURCE_EXHAUSTED past the ceiling.
-  absl::StatusOr<ChargeRef> ReserveSharedBytes(uint64_t session,
-                                               uint64_t bytes,
+  absl::StatusOr<ChargeRef> ReserveSharedBytes(uint64_t session, uint64_t bytes,
                                                std::string_view what);
   // Fills `*out` (which must outlive `done`) with the view's bytes, ordered
   // after earlier work on the stream.

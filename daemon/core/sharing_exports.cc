@@ -123,9 +123,9 @@ absl::StatusOr<std::string> Sharing::IssueTicket(uint64_t session,
   absl::MutexLock lock(&mu_);
   SweepTicketsLocked(now);
   // No memory and no export id: redeeming it records no mapping.
-  tickets_[ticket] = TicketEntry{session, 0,     nullptr, std::move(fd),
-                                 nullptr, now + ticket_lifetime_,
-                                 false,   false, false};
+  tickets_[ticket] = TicketEntry{session,       0,       nullptr,
+                                 std::move(fd), nullptr, now + ticket_lifetime_,
+                                 false,         false,   false};
   return ticket;
 }
 

@@ -1,14 +1,15 @@
 #include "daemon/server/ring_stream.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <optional>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "daemon/server/wire_shape.h"
@@ -26,17 +27,18 @@ struct Mapped {
 // A sealed memfd of `bytes`, mapped: the client can write its pages but
 // cannot shrink it under hrxd's mapping.
 absl::StatusOr<Mapped> MapRegion(uint64_t bytes) {
-  shared::UniqueFd fd(memfd_create("hrx-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  shared::UniqueFd fd(
+      memfd_create("hrx-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid() || ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0 ||
-      fcntl(fd.get(), F_ADD_SEALS,
-            F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+      fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) !=
+          0) {
     return Refusal(Reason::kMemfdFailed,
                    absl::StrFormat("open ring: a %u-byte region: %s. Fix: "
                                    "raise hrxd's open-file or memory limits.",
                                    bytes, std::strerror(errno)));
   }
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                    fd.get(), 0);
+  void* base =
+      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (base == MAP_FAILED) {
     return Refusal(Reason::kMemfdFailed,
                    absl::StrFormat("open ring: mapping a %u-byte region: %s. "
@@ -69,11 +71,11 @@ absl::StatusOr<OpenedRing> RingRegistry::Open(const Caller& caller,
                      "has restarted.");
     }
   }
-  const uint64_t bytes =
-      shared::RingRegionBytes(shared::kRingSubmitBytes, shared::kRingCompleteBytes);
-  HRX_ASSIGN_OR_RETURN(
-      ChargeRef charge,
-      core_.commands().ReserveSharedBytes(caller.session(), bytes, "open ring"));
+  const uint64_t bytes = shared::RingRegionBytes(shared::kRingSubmitBytes,
+                                                 shared::kRingCompleteBytes);
+  HRX_ASSIGN_OR_RETURN(ChargeRef charge,
+                       core_.commands().ReserveSharedBytes(caller.session(),
+                                                           bytes, "open ring"));
   HRX_ASSIGN_OR_RETURN(Mapped mapped, MapRegion(bytes));
   shared::InitRingRegion(mapped.base, shared::kRingSubmitBytes,
                          shared::kRingCompleteBytes);
@@ -97,15 +99,22 @@ absl::StatusOr<OpenedRing> RingRegistry::Open(const Caller& caller,
   return OpenedRing{stream.handle, stream.queue, *std::move(ticket), bytes};
 }
 
+void RingRegistry::StopAll() {
+  absl::MutexLock lock(&mu_);
+  shutting_down_ = true;
+  // Stopped under the lock: a ring removes itself only through Ended,
+  // which takes it.
+  for (auto& [ring, owned] : rings_) {
+    ring->Stop(Refusal(Reason::kShuttingDown,
+                       "hrxd is stopping. Fix: reconnect once it has "
+                       "restarted."));
+  }
+}
+
 void RingRegistry::Shutdown() {
-  std::vector<RingStream*> running;
+  StopAll();
   {
     absl::MutexLock lock(&mu_);
-    shutting_down_ = true;
-    for (auto& [ring, owned] : rings_) running.push_back(ring);
-    // Stopped under the lock: a ring removes itself only through Ended,
-    // which takes it.
-    for (RingStream* ring : running) ring->Stop();
     mu_.Await(absl::Condition(
         +[](absl::flat_hash_map<RingStream*, std::unique_ptr<RingStream>>*
                 rings) { return rings->empty(); },
@@ -165,9 +174,17 @@ void RingStream::Run(const Caller& caller, uint64_t stream) {
   thread_.detach();  // it ends by handing the ring back to the registry
 }
 
-void RingStream::Stop() {
+void RingStream::Stop(const absl::Status& tell) {
+  if (!tell.ok()) Finish(tell.code());
   stop_requested_.store(true);
   Wake();
+}
+
+void RingStream::Finish(absl::StatusCode code) {
+  if (finish_told_.exchange(true)) return;
+  header().finish_code.store(static_cast<int32_t>(code));
+  header().finished.store(1);
+  shared::RingDoorbell(header().client_bell);
 }
 
 void RingStream::Serve() {
@@ -181,7 +198,12 @@ void RingStream::Serve() {
       continue;
     }
     const absl::Time now = absl::Now();
-    if (now - last_work < kRingServeSpin) continue;
+    if (now - last_work < kRingServeSpin) {
+      // Polling, but yielding: the work the client waits for may need this
+      // core (an executor, a queue's thread) more than the poll does.
+      sched_yield();
+      continue;
+    }
     if (now - last_check >= kRingLivenessInterval) {
       last_check = now;
       if (!core().sessions().Find(session()).ok()) Stop();
@@ -212,9 +234,8 @@ bool RingStream::ServeOnce() {
         write_pending_ = false;
         written = true;
       }
-      progress = !done.ok() ||
-                 header().complete_written.value.load(
-                     std::memory_order_relaxed) != before;
+      progress = !done.ok() || header().complete_written.value.load(
+                                   std::memory_order_relaxed) != before;
     }
   }
   if (progress) shared::RingDoorbell(header().client_bell);
@@ -309,9 +330,7 @@ bool RingStream::WriteNext(const hrx::v1::StreamReply& reply) {
 }
 
 void RingStream::End(const absl::Status& status) {
-  header().finish_code.store(static_cast<int32_t>(status.code()));
-  header().finished.store(1);
-  shared::RingDoorbell(header().client_bell);
+  Finish(status.code());
   ended_.store(true);
   Wake();
 }

@@ -70,8 +70,11 @@ class RingRegistry {
   absl::StatusOr<OpenedRing> Open(const Caller& caller,
                                   const PeerIdentity& peer);
 
-  // Ends every ring: each stops taking requests, drains and destroys its
-  // stream; waits for all of them.
+  // hrxd is stopping: every ring tells its client at once (UNAVAILABLE, as
+  // a stopping server ends its calls), stops taking requests and drains.
+  // Does not wait.
+  void StopAll();
+  // StopAll, then waits for every ring to end.
   void Shutdown();
 
   // Rings whose serving thread runs.
@@ -110,9 +113,12 @@ class RingStream final : public StreamConversation {
   void Serve();
   // One pass over the ring; true when it did anything.
   bool ServeOnce();
-  // Asks the serving thread to stop (shutdown): the conversation is
-  // cancelled and its stream drained.
-  void Stop();
+  // Asks the serving thread to stop: the conversation is cancelled and its
+  // stream drained. With a non-OK `tell`, the client learns at once that
+  // the ring has ended, with that code.
+  void Stop(const absl::Status& tell = absl::OkStatus());
+  // Marks the ring finished with `code` for the client, once.
+  void Finish(absl::StatusCode code);
   void Wake() { shared::RingDoorbell(header().daemon_bell); }
 
   // StreamConversation.
@@ -129,6 +135,7 @@ class RingStream final : public StreamConversation {
   std::atomic<bool> want_read_{false};
   std::atomic<bool> ended_{false};
   std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> finish_told_{false};
   bool requests_ended_ = false;  // serving thread only
 
   shared::MessageReader reader_;  // serving thread only

@@ -122,6 +122,8 @@ void DaemonServer::Shutdown(absl::Duration grace) {
   if (auto* health = server_->GetHealthCheckService()) {
     health->Shutdown();  // health checks report NOT_SERVING from here on
   }
+  // Ring clients learn at once, as calls in flight do from the server.
+  services_->rings.StopAll();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();
   // Rings are not calls: they end here, each draining its stream.

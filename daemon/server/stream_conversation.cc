@@ -25,21 +25,20 @@ Reply MakeReply(uint64_t token, const absl::Status& status) {
 
 // Every refusal the stream sends passes here or through SetStatus, where it
 // is counted by its reason.
-StreamConversation::Reply StreamConversation::NewReply(uint64_t token,
-                                             const absl::Status& status) {
+StreamConversation::Reply StreamConversation::NewReply(
+    uint64_t token, const absl::Status& status) {
   core_.refusals().Count(status);
   return MakeReply(token, status);
 }
 
 void StreamConversation::SetStatus(hrx::v1::StreamReply& reply,
-                              const absl::Status& status) {
+                                   const absl::Status& status) {
   core_.refusals().Count(status);
   reply.set_code(static_cast<int32_t>(status.code()));
   reply.set_message(std::string(status.message()));
 }
 
-void StreamConversation::Start(absl::StatusOr<Caller> caller,
-                               uint64_t stream) {
+void StreamConversation::Start(absl::StatusOr<Caller> caller, uint64_t stream) {
   if (!caller.ok()) {
     absl::MutexLock lock(&mu_);
     finished_ = true;

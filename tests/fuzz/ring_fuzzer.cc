@@ -31,7 +31,9 @@ struct Region {
     base = reinterpret_cast<uint8_t*>((at + 63) & ~uintptr_t{63});
     shared::InitRingRegion(base, kPipeBytes, kPipeBytes);
   }
-  shared::RingHeader& header() { return *reinterpret_cast<shared::RingHeader*>(base); }
+  shared::RingHeader& header() {
+    return *reinterpret_cast<shared::RingHeader*>(base);
+  }
   uint8_t* submit() { return base + header().submit_offset; }
   shared::PipeReader Reader() {
     return shared::PipeReader(submit(), kPipeBytes, &header().submit_written,

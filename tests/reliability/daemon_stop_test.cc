@@ -304,7 +304,7 @@ TEST_F(DaemonStopTest, SigkillUnderLoadThenARestartRefusesThePreviousRun) {
   EXPECT_THAT(result("stream_fill_synchronize"),
               AllOf(StartsWith("FAILED_PRECONDITION previous_daemon_run | "),
                     HasSubstr("Fix:")))
-      << out;
+      << out << holder.Stderr();
   EXPECT_EQ(result("stream_synchronize_again"),
             result("stream_fill_synchronize"))
       << out;
