@@ -1,5 +1,6 @@
 // ExecutorService's queues: each command hrxd enqueues under its own fence,
 // mapped to the real queue's fence, and its completion reported back.
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -136,6 +137,7 @@ absl::Status ExecutorService::Enqueue(const wire::Enqueue& enqueue) {
     done = nullptr;
   }
   state.pending.emplace_back(fence, state.last_real);
+  state.enqueued.store(fence);
   Complete(enqueue.queue(), state, fence, state.last_real, refused,
            std::move(done));
   return absl::OkStatus();
@@ -144,40 +146,50 @@ absl::Status ExecutorService::Enqueue(const wire::Enqueue& enqueue) {
 void ExecutorService::Complete(uint64_t queue_id, QueueState& state,
                                uint64_t fence, Fence real, absl::Status refused,
                                std::function<void(absl::Status)> done) {
-  state.queue->OnComplete(
-      real, [this, queue_id, &state, fence, refused = std::move(refused),
-             done = std::move(done)](absl::Status status) {
-        if (!refused.ok()) status = refused;
-        if (done) done(status);
-        if (!status.ok() && !state.failed.exchange(true)) {
-          wire::Event event;
-          wire::QueueFailed* failed = event.mutable_queue_failed();
-          failed->set_queue(queue_id);
-          failed->set_fence(fence);
-          failed->set_code(static_cast<int>(status.code()));
-          failed->set_message(std::string(status.message()));
-          writer_.Send(event);
-          if (!backend_.device_status().ok()) ExitForLostDevice();
-        }
-        // In fence order only: a later fence sharing this one's real fence
-        // (a marker, a wait already satisfied) can finish first, and a
-        // Progress past a read whose ReadData is not yet queued makes hrxd
-        // answer the read before its bytes arrive (and drop them).
-        {
-          absl::MutexLock lock(&state.finished_mu);
-          state.finished.insert(fence);
-          uint64_t completed = state.completed.load();
-          auto next = state.finished.begin();
-          while (next != state.finished.end() && *next == completed + 1) {
-            completed = *next;
-            next = state.finished.erase(next);
-          }
-          if (completed == state.completed.load()) return;  // nothing new
-          state.completed.store(completed);
-        }
-        absl::MutexLock lock(&mu_);
-        dirty_[queue_id] = &state;
-      });
+  state.queue->OnComplete(real, [this, queue_id, &state, fence,
+                                 refused = std::move(refused),
+                                 done = std::move(done)](absl::Status status) {
+    if (!refused.ok()) status = refused;
+    if (done) done(status);
+    if (!status.ok() && !state.failed.exchange(true)) {
+      wire::Event event;
+      wire::QueueFailed* failed = event.mutable_queue_failed();
+      failed->set_queue(queue_id);
+      failed->set_fence(fence);
+      failed->set_code(static_cast<int>(status.code()));
+      failed->set_message(std::string(status.message()));
+      writer_.Send(event);
+      if (!backend_.device_status().ok()) ExitForLostDevice();
+    }
+    // In fence order only: a later fence sharing this one's real fence
+    // (a marker, a wait already satisfied) can finish first, and a
+    // Progress past a read whose ReadData is not yet queued makes hrxd
+    // answer the read before its bytes arrive (and drop them).
+    {
+      absl::MutexLock lock(&state.finished_mu);
+      state.finished.insert(fence);
+      uint64_t completed = state.completed.load();
+      auto next = state.finished.begin();
+      while (next != state.finished.end() && *next == completed + 1) {
+        completed = *next;
+        next = state.finished.erase(next);
+      }
+      if (completed == state.completed.load()) return;  // nothing new
+      state.completed.store(completed);
+    }
+    // A queue that has caught up with everything sent to it (a sync's
+    // round trip) reports from here, a thread wake sooner; a busy one
+    // leaves it to the reporter, which folds many completions into one
+    // event.
+    const bool caught_up = state.completed.load() >= state.enqueued.load() &&
+                           !MoreRequestsWaiting();
+    {
+      absl::MutexLock lock(&mu_);
+      dirty_[queue_id] = &state;
+      if (!caught_up) return;
+    }
+    SendProgress();
+  });
 }
 
 void ExecutorService::ExitForLostDevice() {
@@ -190,9 +202,29 @@ void ExecutorService::ExitForLostDevice() {
   }).detach();
 }
 
+bool ExecutorService::MoreRequestsWaiting() const {
+  int unread = 0;
+  return ioctl(socket_, FIONREAD, &unread) == 0 && unread > 0;
+}
+
+void ExecutorService::SendProgress() {
+  absl::flat_hash_map<uint64_t, QueueState*> dirty;
+  {
+    absl::MutexLock lock(&mu_);
+    dirty.swap(dirty_);
+  }
+  // Two senders may race (the reporter and a completion); hrxd ignores a
+  // Progress that does not move a queue forward.
+  for (const auto& [queue_id, state] : dirty) {
+    wire::Event event;
+    event.mutable_progress()->set_queue(queue_id);
+    event.mutable_progress()->set_completed(state->completed.load());
+    writer_.Send(event);
+  }
+}
+
 void ExecutorService::ReportProgress() {
   while (true) {
-    absl::flat_hash_map<uint64_t, QueueState*> dirty;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -200,14 +232,8 @@ void ExecutorService::ReportProgress() {
       };
       mu_.Await(absl::Condition(&ready));
       if (dirty_.empty()) return;
-      dirty.swap(dirty_);
     }
-    for (const auto& [queue_id, state] : dirty) {
-      wire::Event event;
-      event.mutable_progress()->set_queue(queue_id);
-      event.mutable_progress()->set_completed(state->completed.load());
-      writer_.Send(event);
-    }
+    SendProgress();
   }
 }
 

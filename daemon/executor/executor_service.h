@@ -54,6 +54,8 @@ class ExecutorService {
     absl::Mutex finished_mu;
     std::set<uint64_t> finished ABSL_GUARDED_BY(finished_mu);
     std::atomic<bool> failed{false};
+    // hrxd's fence of the last command enqueued (Serve's thread writes it).
+    std::atomic<uint64_t> enqueued{0};
   };
 
   void Handle(const Request& request);
@@ -71,8 +73,13 @@ class ExecutorService {
       const hrx::executor::v1::Dispatch& dispatch) const;
   absl::StatusOr<backend::GraphRef> Graph(
       const hrx::executor::v1::DefineGraph& graph) const;
-  // Sends Progress for queues whose completion moved (one thread, so many
-  // completions become one event).
+  // Sends Progress for queues whose completion moved since the last report.
+  void SendProgress();
+  // Whether hrxd has sent more than Serve has read yet (more work coming:
+  // its progress can wait for the reporter).
+  bool MoreRequestsWaiting() const;
+  // The reporter thread: SendProgress whenever a queue's completion moved
+  // (one thread, so a busy queue's many completions become one event).
   void ReportProgress();
   // Ends the process soon after a fault lost the device context.
   static void ExitForLostDevice();

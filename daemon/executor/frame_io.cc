@@ -31,6 +31,16 @@ void FrameWriter::Send(const google::protobuf::MessageLite& message,
   frame.fd = std::move(fd);
   absl::MutexLock lock(&mu_);
   if (!healthy_) return;
+  // Nothing ahead of it: written from here if the socket takes it now,
+  // which saves a wake of the writer thread on every round trip. What the
+  // socket cannot take at once is left to the thread (a caller never waits).
+  if (queue_.empty() && !writing_) {
+    if (!Write(frame, MSG_DONTWAIT)) {
+      healthy_ = false;
+      return;
+    }
+    if (frame.sent == frame.bytes.size()) return;
+  }
   queue_.push_back(std::move(frame));
 }
 
@@ -50,26 +60,32 @@ void FrameWriter::Run() {
       mu_.Await(absl::Condition(&ready));
       if (queue_.empty()) return;  // stopping, all sent
       batch.swap(queue_);
+      writing_ = true;  // Send queues behind this batch meanwhile
     }
+    bool healthy = true;
     for (Frame& frame : batch) {
-      if (Write(frame)) continue;
-      absl::MutexLock lock(&mu_);
+      if (Write(frame, 0)) continue;
+      healthy = false;
+      break;
+    }
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!healthy) {
       healthy_ = false;
       queue_.clear();
-      break;
     }
   }
 }
 
-bool FrameWriter::Write(Frame& frame) {
-  size_t sent = 0;
-  while (sent < frame.bytes.size()) {
-    iovec part{frame.bytes.data() + sent, frame.bytes.size() - sent};
+bool FrameWriter::Write(Frame& frame, int flags) {
+  while (frame.sent < frame.bytes.size()) {
+    iovec part{frame.bytes.data() + frame.sent,
+               frame.bytes.size() - frame.sent};
     msghdr message{};
     message.msg_iov = &part;
     message.msg_iovlen = 1;
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    if (sent == 0 && frame.fd.valid()) {
+    if (frame.sent == 0 && frame.fd.valid()) {
       message.msg_control = control;
       message.msg_controllen = sizeof(control);
       cmsghdr* rights = CMSG_FIRSTHDR(&message);
@@ -79,12 +95,14 @@ bool FrameWriter::Write(Frame& frame) {
       const int fd = frame.fd.get();
       std::memcpy(CMSG_DATA(rights), &fd, sizeof(fd));
     }
-    const ssize_t n = sendmsg(socket_, &message, MSG_NOSIGNAL);
+    const ssize_t n = sendmsg(socket_, &message, MSG_NOSIGNAL | flags);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return false;
+      // Non-blocking and full: the rest is the writer thread's.
+      return (flags & MSG_DONTWAIT) != 0 &&
+             (errno == EAGAIN || errno == EWOULDBLOCK);
     }
-    sent += static_cast<size_t>(n);
+    frame.sent += static_cast<size_t>(n);
     frame.fd.Reset();  // the peer holds its own copy now
   }
   return true;

@@ -22,7 +22,10 @@ inline constexpr uint32_t kMaxFrameBytes = uint32_t{64} << 20;
 // Descriptors received and not yet taken past this: a broken peer.
 inline constexpr size_t kMaxPendingFds = 8;
 
-// Sends frames from its own thread, so a caller never waits on the socket.
+// Sends frames without making a caller wait on the socket: a frame with
+// nothing queued ahead of it is written at once if the socket takes it
+// without blocking (the common case, and one thread wake less per round
+// trip); the rest is written by the writer's own thread, in order.
 // Thread-safe.
 class FrameWriter {
  public:
@@ -41,15 +44,20 @@ class FrameWriter {
   struct Frame {
     std::string bytes;
     shared::UniqueFd fd;
+    size_t sent = 0;  // bytes already written (the fd with the first)
   };
   void Run();
-  bool Write(Frame& frame);
+  // Writes the rest of `frame` with sendmsg `flags`; false when the socket
+  // failed (with MSG_DONTWAIT, a full socket is not a failure: frame.sent
+  // says how far it got).
+  bool Write(Frame& frame, int flags);
 
   const int socket_;
   mutable absl::Mutex mu_;
   std::deque<Frame> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool healthy_ ABSL_GUARDED_BY(mu_) = true;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;  // the thread has a batch out
   std::thread thread_;
 };
 
