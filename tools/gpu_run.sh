@@ -24,8 +24,10 @@ cat "$out/device.txt"
 if [ $# -gt 0 ]; then tests=("$@"); else
   tests=(hip_backend_test $(cd "$root/bin" && ls *_test | grep -v '^hip_backend_test$'))
 fi
+# Each test runs over both stream transports: libhrx's default (the
+# shared-memory ring) and the gRPC stream (HRX_TRANSPORT=grpc).
 run_one() {
-  local name=$1
+  local name=${1%:*} transport=${1#*:}
   local tmp; tmp=$(mktemp -d /tmp/hrx-t.XXXXXX)
   # TEST_TMPDIR as Bazel gives one; each binary runs its cases in order.
   local filter=()
@@ -33,17 +35,29 @@ run_one() {
   # CI runs that test.
   [ "$name" = daemon_lifecycle_test ] &&
     filter=(--gtest_filter=-DaemonLifecycleTest.TheAmdVariant*)
-  TEST_TMPDIR="$tmp" timeout 420 "$root/bin/$name" "${filter[@]}" \
-    --gtest_output="xml:$out/xml/$name.xml" > "$out/logs/$name.log" 2>&1
-  echo "$name exit $?"
+  local label=$name
+  [ "$transport" = grpc ] && label=${name}_grpc
+  HRX_TRANSPORT=$transport TEST_TMPDIR="$tmp" timeout 420 "$root/bin/$name" \
+    "${filter[@]}" --gtest_output="xml:$out/xml/$label.xml" \
+    > "$out/logs/$label.log" 2>&1
+  echo "$label exit $?"
   rm -rf "$tmp"
 }
 export -f run_one
 export root out
-printf '%s\n' "${tests[@]}" | xargs -P 4 -I{} bash -c 'run_one {}'
+runs=()
+for name in "${tests[@]}"; do
+  runs+=("$name:auto")
+  [ "$name" = hip_backend_test ] || runs+=("$name:grpc")
+done
+printf '%s\n' "${runs[@]}" | xargs -P 4 -I{} bash -c 'run_one {}'
 
 pairs=()
-for name in "${tests[@]}"; do pairs+=("$name=$out/xml/$name.xml"); done
+for run in "${runs[@]}"; do
+  name=${run%:*}
+  [ "${run#*:}" = grpc ] && name=${name}_grpc
+  pairs+=("$name=$out/xml/$name.xml")
+done
 python3 tools/count_results.py --xml "${pairs[@]}" > "$out/summary.txt"
 
 if [ $# -eq 0 ]; then

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "daemon/backend/hip/hip_platform.h"
 #include "daemon/backend/hip/hip_status.h"
 #include "hrx/client.h"
+#include "tests/benchmarks/median.h"
 #include "tests/subprocess.h"
 #include "tests/test_daemon.h"
 
@@ -177,6 +179,23 @@ int main() {
   }
   if (!ok) return 1;
 
+  // --- Synchronous round trips: a 1-byte fill and its wait. -----------------
+  constexpr int kRoundTrips = 3000;
+  double local_fill_sync = 0;
+  {
+    auto backend = hrx::backend::HipBackend::Open({});
+    if (!backend.ok()) return Fail("open the GPU", backend.status());
+    auto queue = *(*backend)->CreateQueue();
+    MemoryRef one = *(*backend)->Allocate(64, MemoryKind::kDevice, true);
+    auto median = hrx::bench::MedianMicros(kRoundTrips, [&] {
+      auto fence = queue->EnqueueFill(one, 0, 1, 1);
+      if (!fence.ok()) return fence.status();
+      return queue->Wait(*fence);
+    });
+    if (!median.ok()) return Fail("in-process fill", median.status());
+    local_fill_sync = *median;
+  }
+
   // --- Through the daemon. -------------------------------------------------
   const std::string dir = hrx::testing::MakeShortTempDir();
   const std::string socket_path = dir + "/hrxd.sock";
@@ -238,10 +257,62 @@ int main() {
     check(stream->Copy(target.Binding(), shared.Binding()));
     check(stream->Synchronize());
   });
+  // The same round trip through hrxd over each transport, and an 8-byte
+  // ReadBlocking and a poll on the ring.
+  struct Trips {
+    double fill_sync = 0, read8 = 0, poll = 0;
+  };
+  auto trips = [&](hrx::Transport transport) -> absl::StatusOr<Trips> {
+    hrx::ConnectOptions options;
+    options.socket_path = socket_path;
+    options.client_name = "gpu_benchmark";
+    options.transport = transport;
+    auto other = hrx::Client::Connect(options);
+    if (!other.ok()) return other.status();
+    auto on = (*other)->OpenDevice(0)->CreateStream();
+    if (!on.ok()) return on.status();
+    auto buffer = on->Allocate(64);
+    if (!buffer.ok()) return buffer.status();
+    const hrx::View one = *buffer->Slice(0, 1);
+    const hrx::View eight = *buffer->Slice(0, 8);
+    Trips measured;
+    auto fill_sync = hrx::bench::MedianMicros(kRoundTrips, [&] {
+      if (absl::Status s = on->Fill(one, 1); !s.ok()) return s;
+      return on->Synchronize();
+    });
+    if (!fill_sync.ok()) return fill_sync.status();
+    measured.fill_sync = *fill_sync;
+    uint8_t bytes[8];
+    auto read8 = hrx::bench::MedianMicros(kRoundTrips, [&] {
+      return on->ReadBlocking(eight, std::span<uint8_t>(bytes, 8));
+    });
+    if (!read8.ok()) return read8.status();
+    measured.read8 = *read8;
+    auto poll = hrx::bench::MedianMicros(kRoundTrips,
+                                         [&] { return on->IsIdle().status(); });
+    if (!poll.ok()) return poll.status();
+    measured.poll = *poll;
+    return measured;
+  };
+  auto ring_trips = trips(hrx::Transport::kRing);
+  auto grpc_trips = trips(hrx::Transport::kGrpc);
+  if (!ring_trips.ok()) return Fail("ring round trips", ring_trips.status());
+  if (!grpc_trips.ok()) return Fail("gRPC round trips", grpc_trips.status());
   if (!ok) return 1;
 
   const double gb = kTransferBytes / 1e9;
   std::printf("hrxd GPU benchmark on %s\n", device_name.c_str());
+  std::printf("1-byte fill and wait (p50 of %d):\n", kRoundTrips);
+  std::printf("  in-process HipQueue          %8.2f us  baseline\n",
+              local_fill_sync);
+  std::printf("  daemon, shared-memory ring   %8.2f us  %.2fx in-process\n",
+              ring_trips->fill_sync, ring_trips->fill_sync / local_fill_sync);
+  std::printf("  daemon, gRPC stream          %8.2f us  %.2fx in-process\n",
+              grpc_trips->fill_sync, grpc_trips->fill_sync / local_fill_sync);
+  std::printf("8-byte ReadBlocking, p50: ring %.2f us, gRPC %.2f us\n",
+              ring_trips->read8, grpc_trips->read8);
+  std::printf("poll (IsIdle), p50: ring %.2f us, gRPC %.2f us\n",
+              ring_trips->poll, grpc_trips->poll);
   std::printf(
       "small dispatch (add_f32, %u floats), %d batched, per dispatch:\n",
       kSmallFloats, kDispatches);

@@ -28,12 +28,14 @@
 #include "absl/strings/str_format.h"
 #include "daemon/backend/cpu/cpu_backend.h"
 #include "hrx/client.h"
+#include "tests/benchmarks/median.h"
 #include "tests/subprocess.h"
 #include "tests/test_daemon.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using hrx::bench::MedianMicros;
 
 std::string FlagText(int argc, char** argv, const std::string& name,
                      const std::string& fallback) {
@@ -50,24 +52,6 @@ uint64_t FlagValue(int argc, char** argv, const std::string& name,
   uint64_t value = 0;
   return absl::SimpleAtoi(FlagText(argc, argv, name, ""), &value) ? value
                                                                   : fallback;
-}
-
-// The median of `rounds` timings of `step`, in microseconds; the first
-// tenth of the rounds warm up and are not counted.
-absl::StatusOr<double> MedianMicros(int rounds,
-                                    const std::function<absl::Status()>& step) {
-  std::vector<double> micros;
-  micros.reserve(rounds);
-  for (int i = 0; i < rounds + rounds / 10; ++i) {
-    const auto start = Clock::now();
-    if (absl::Status status = step(); !status.ok()) return status;
-    const double took =
-        std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-    if (i >= rounds / 10) micros.push_back(took);
-  }
-  std::nth_element(micros.begin(), micros.begin() + micros.size() / 2,
-                   micros.end());
-  return micros[micros.size() / 2];
 }
 
 // One byte there and back between two processes over a socket pair.

@@ -1,0 +1,36 @@
+// The timing helper the benchmarks share: the median of many timed rounds.
+#ifndef HRX_TESTS_BENCHMARKS_MEDIAN_H_
+#define HRX_TESTS_BENCHMARKS_MEDIAN_H_
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace hrx::bench {
+
+// The median of `rounds` timings of `step`, in microseconds; a tenth more
+// rounds run first to warm up and are not counted.
+inline absl::StatusOr<double> MedianMicros(
+    int rounds, const std::function<absl::Status()>& step) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> micros;
+  micros.reserve(rounds);
+  for (int i = 0; i < rounds + rounds / 10; ++i) {
+    const auto start = Clock::now();
+    if (absl::Status status = step(); !status.ok()) return status;
+    const double took =
+        std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+    if (i >= rounds / 10) micros.push_back(took);
+  }
+  std::nth_element(micros.begin(), micros.begin() + micros.size() / 2,
+                   micros.end());
+  return micros[micros.size() / 2];
+}
+
+}  // namespace hrx::bench
+
+#endif  // HRX_TESTS_BENCHMARKS_MEDIAN_H_
