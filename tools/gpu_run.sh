@@ -67,6 +67,10 @@ if [ $# -eq 0 ]; then
     timeout 240 "$root/bin/gpu_benchmark" >> "$out/gpu_benchmark.txt" 2>&1
     echo "gpu_benchmark run $run exit $?"
   done
+  # Once more with the queues inside hrxd: what the executors cost.
+  GPU_BENCH_DAEMON_FLAGS=--executors=false timeout 240 \
+    "$root/bin/gpu_benchmark" >> "$out/gpu_benchmark.txt" 2>&1
+  echo "gpu_benchmark without executors exit $?"
   cat "$out/gpu_benchmark.txt"
 fi
 cat "$out/summary.txt"

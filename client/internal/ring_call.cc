@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -24,6 +25,13 @@ absl::Status Unavailable(std::string detail) {
                  absl::StrCat(detail,
                               " Fix: check hrxd's memory limits, or use the "
                               "gRPC transport (HRX_TRANSPORT=grpc)."));
+}
+
+absl::Duration Spin() {
+  static const absl::Duration spin = std::thread::hardware_concurrency() >= 4
+                                         ? kRingClientSpinManyCores
+                                         : kRingClientSpin;
+  return spin;
 }
 
 bool Exited(const shared::UniqueFd& pidfd) {
@@ -103,7 +111,7 @@ RingCall::~RingCall() { munmap(base_, bytes_); }
 
 template <typename Ready>
 RingCall::Wake RingCall::WaitFor(Ready ready, absl::Time deadline) {
-  const absl::Time spin_until = absl::Now() + kRingClientSpin;
+  const absl::Time spin_until = absl::Now() + Spin();
   while (true) {
     const uint32_t seen =
         header().client_bell.bell.load(std::memory_order_seq_cst);

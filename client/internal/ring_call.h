@@ -30,8 +30,12 @@
 
 namespace hrx::client::internal {
 
-// How long a waiter polls the ring before it sleeps on the doorbell.
+// How long a waiter polls the ring before it sleeps on the doorbell: short
+// where cores are few (the poll would take the daemon's core), longer where
+// a round trip through an executor fits in it (4 cores or more).
 inline constexpr absl::Duration kRingClientSpin = absl::Microseconds(30);
+inline constexpr absl::Duration kRingClientSpinManyCores =
+    absl::Microseconds(250);
 // The longest single sleep on the doorbell between liveness checks.
 inline constexpr absl::Duration kRingClientSlice = absl::Milliseconds(50);
 

@@ -19,6 +19,13 @@
 namespace hrx::daemon {
 namespace {
 
+absl::Duration ServeSpin() {
+  static const absl::Duration spin = std::thread::hardware_concurrency() >= 4
+                                         ? kRingServeSpinManyCores
+                                         : kRingServeSpin;
+  return spin;
+}
+
 struct Mapped {
   shared::UniqueFd fd;
   void* base = nullptr;
@@ -198,7 +205,7 @@ void RingStream::Serve() {
       continue;
     }
     const absl::Time now = absl::Now();
-    if (now - last_work < kRingServeSpin) {
+    if (now - last_work < ServeSpin()) {
       // Polling, but yielding: the work the client waits for may need this
       // core (an executor, a queue's thread) more than the poll does.
       sched_yield();

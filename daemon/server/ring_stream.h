@@ -39,8 +39,11 @@
 namespace hrx::daemon {
 
 // How long a ring's serving thread keeps polling after its last work
-// before it sleeps on the doorbell.
+// before it sleeps on the doorbell: short where cores are few, longer (a
+// client's next request after a round trip fits in it) with 4 or more.
 inline constexpr absl::Duration kRingServeSpin = absl::Microseconds(50);
+inline constexpr absl::Duration kRingServeSpinManyCores =
+    absl::Microseconds(250);
 // How often a sleeping ring checks that its session still exists (a client
 // that died without closing its ring).
 inline constexpr absl::Duration kRingLivenessInterval = absl::Seconds(1);

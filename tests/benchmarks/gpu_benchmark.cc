@@ -12,6 +12,7 @@
 // Runs where a GPU is: tools/gpu_run.sh runs it on the device machine.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <span>
 #include <string>
@@ -199,10 +200,17 @@ int main() {
   // --- Through the daemon. -------------------------------------------------
   const std::string dir = hrx::testing::MakeShortTempDir();
   const std::string socket_path = dir + "/hrxd.sock";
-  hrx::testing::Subprocess daemon = hrx::testing::Subprocess::Start(
-      {RunfilePath("daemon/hrxd_hip_nvidia"), "--socket=" + socket_path,
-       "--backend=hip", "--log-level=warn"},
-      dir);
+  std::vector<std::string> daemon_argv = {RunfilePath("daemon/hrxd_hip_nvidia"),
+                                          "--socket=" + socket_path,
+                                          "--backend=hip", "--log-level=warn"};
+  // e.g. GPU_BENCH_DAEMON_FLAGS=--executors=false, to price the executors.
+  const char* extra_flag = std::getenv("GPU_BENCH_DAEMON_FLAGS");
+  if (extra_flag != nullptr && extra_flag[0] != '\0') {
+    daemon_argv.push_back(extra_flag);
+    std::printf("hrxd flags: %s\n", extra_flag);
+  }
+  hrx::testing::Subprocess daemon =
+      hrx::testing::Subprocess::Start(daemon_argv, dir);
   if (!hrx::testing::WaitUntilServing(socket_path, &daemon)) return 1;
   auto client = hrx::Client::Connect(socket_path, "gpu_benchmark");
   if (!client.ok()) return Fail("connect", client.status());
