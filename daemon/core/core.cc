@@ -92,9 +92,8 @@ Core::Core(std::unique_ptr<DeviceSet> devices, const CoreOptions& options)
       admin_(*devices_, sessions_, sharing_, queues_),
       remote_session_lease_(options.remote_session_lease) {
   devices_->SetLostCallback(
-      [this](const std::vector<std::string>& tenants, const absl::Status& why) {
-        TenantsLost(tenants, why);
-      });
+      [this](const std::vector<std::string>& tenants, const absl::Status& why,
+             absl::Time lost_at) { TenantsLost(tenants, why, lost_at); });
   // Tenants of their own executor get it now, not at first use: start-up
   // costs (a GPU context) are paid before clients wait on them, and a
   // tenant whose executor cannot start is known at once. A failure is not
@@ -203,12 +202,16 @@ void Core::ProcessExited(pid_t pid) {
 }
 
 void Core::TenantsLost(const std::vector<std::string>& tenants,
-                       const absl::Status& why) {
+                       const absl::Status& why, absl::Time lost_at) {
   for (const std::string& tenant : tenants) queues_.Retire(tenant);
+  // Sessions opened since the loss are spared: the loss is noticed (and
+  // reported to the queues' clients) before this runs, and a client that
+  // reconnected at once must not lose its new session to the old executor.
   for (const auto& [handle, session] :
        sessions_.Select([&](uint64_t, const Session& s) {
-         return std::find(tenants.begin(), tenants.end(), s.tenant->name()) !=
-                tenants.end();
+         return s.opened_at <= lost_at &&
+                std::find(tenants.begin(), tenants.end(), s.tenant->name()) !=
+                    tenants.end();
        })) {
     CloseSession(handle, [](absl::StatusOr<CloseSummary>) {});
   }

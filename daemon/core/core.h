@@ -136,11 +136,12 @@ class Core {
   // The process died without closing its sessions: close them now, and
   // release what its descriptors kept.
   void ProcessExited(pid_t pid);
-  // The backend of `tenants` was lost (an executor died): their sessions,
-  // whose pending work already failed with the loss, end; their queues are
-  // set aside so new sessions run on the restarted executor.
+  // The backend of `tenants` was lost at `lost_at` (an executor died):
+  // their sessions opened before then, whose pending work already failed
+  // with the loss, end; their queues are set aside so new sessions run on
+  // the restarted executor.
   void TenantsLost(const std::vector<std::string>& tenants,
-                   const absl::Status& why);
+                   const absl::Status& why, absl::Time lost_at);
 
   // Constant after construction.
   const std::unique_ptr<DeviceSet> devices_;

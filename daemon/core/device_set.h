@@ -55,9 +55,11 @@ class DeviceSet {
   virtual bool Exclusive(const Tenant& tenant) const { return false; }
 
   // Who to tell when a backend is lost with the tenants whose work ran on
-  // it (an executor crashed, hung or was killed): their sessions end.
-  using LostCallback = std::function<void(
-      const std::vector<std::string>& tenants, const absl::Status& why)>;
+  // it (an executor crashed, hung or was killed) and when it was lost:
+  // their sessions opened before then end.
+  using LostCallback =
+      std::function<void(const std::vector<std::string>& tenants,
+                         const absl::Status& why, absl::Time lost_at)>;
   virtual void SetLostCallback(LostCallback lost) {}
 };
 

@@ -128,6 +128,8 @@ class Session {
   const PeerIdentity identity;  // who opened it; every call must match
   const std::shared_ptr<Tenant> tenant;
   const ChargeRef charge;  // the tenant's sessions ceiling
+  // When it was opened (an executor lost later does not end it).
+  const absl::Time opened_at = absl::Now();
   // When a call last named this session (absl::ToUnixNanos): a remote
   // session ends once it is older than kRemoteSessionLease.
   std::atomic<int64_t> last_call_ns{0};

@@ -147,11 +147,17 @@ absl::Status ExecutorLink::lost() const {
   return lost_;
 }
 
+absl::Time ExecutorLink::lost_at() const {
+  absl::MutexLock lock(&mu_);
+  return lost_at_;
+}
+
 void ExecutorLink::Lose(absl::Status why) {
   {
     absl::MutexLock lock(&mu_);
     if (!lost_.ok()) return;
     lost_ = std::move(why);
+    lost_at_ = absl::Now();
   }
   NotifyLost();
 }
@@ -188,9 +194,11 @@ void ExecutorLink::ReadLoop() {
   // Calls fail now; queues hear of it once the events read before the end
   // are delivered (their completions stand).
   absl::MutexLock lock(&mu_);
-  if (lost_.ok())
+  if (lost_.ok()) {
     lost_ =
         why.ok() ? ExecutorLostStatus(tenant_, "closed its connection") : why;
+    lost_at_ = absl::Now();
+  }
   reading_done_ = true;
 }
 

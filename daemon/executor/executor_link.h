@@ -82,6 +82,8 @@ class ExecutorLink {
 
   // OK while the executor serves.
   absl::Status lost() const;
+  // When lost() stopped being OK (InfiniteFuture while it is).
+  absl::Time lost_at() const;
   // Ends the link with `why` (for a hang or an exit seen by the owner).
   void Lose(absl::Status why);
   // Whether a queue has had work outstanding without progress for longer
@@ -120,6 +122,7 @@ class ExecutorLink {
 
   mutable absl::Mutex mu_;
   absl::Status lost_ ABSL_GUARDED_BY(mu_);
+  absl::Time lost_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   struct Pending {
     bool done = false;
     Answer answer;

@@ -192,7 +192,7 @@ void ExecutorPool::Lost(const std::string& name, ExecutorLink* link,
     executor.tenants.clear();
     lost = lost_;
   }
-  if (lost) lost(tenants, why);
+  if (lost) lost(tenants, why, link->lost_at());
 }
 
 void ExecutorPool::Watch() {
