@@ -102,6 +102,7 @@ absl::StatusOr<uint64_t> PipeWriter::Push(std::string_view bytes) {
   const absl::StatusOr<uint64_t> free = FreeBytes();
   if (!free.ok()) return free.status();
   const uint64_t length = std::min<uint64_t>(*free, bytes.size());
+  if (length == 0) return 0;  // nothing to publish
   uint64_t done = 0;
   while (done < length) {
     const uint64_t at = (position_ + done) % capacity_;
@@ -135,6 +136,7 @@ absl::StatusOr<uint64_t> PipeReader::Pull(uint8_t* out, uint64_t length) {
   const absl::StatusOr<uint64_t> available = Available();
   if (!available.ok()) return available.status();
   length = std::min(length, *available);
+  if (length == 0) return 0;  // nothing taken: the position stays as it is
   uint64_t done = 0;
   while (done < length) {
     const uint64_t at = (position_ + done) % capacity_;
@@ -193,16 +195,21 @@ absl::StatusOr<bool> MessageReader::Next(std::string* out) {
               "see docs/limits.md.",
               length_, max_message_bytes_));
     }
-    body_.resize(length_);
+    body_.clear();
     body_read_ = 0;
   }
   while (body_read_ < length_) {
+    const absl::StatusOr<uint64_t> available = pipe_.Available();
+    if (!available.ok()) return available.status();
+    if (*available == 0) return false;
+    const uint64_t take = std::min(length_ - body_read_, *available);
+    body_.resize(body_read_ + take);  // only as far as bytes have come
     const absl::StatusOr<uint64_t> got =
-        pipe_.Pull(reinterpret_cast<uint8_t*>(body_.data()) + body_read_,
-                   length_ - body_read_);
+        pipe_.Pull(reinterpret_cast<uint8_t*>(body_.data()) + body_read_, take);
     if (!got.ok()) return got.status();
-    if (*got == 0) return false;
     body_read_ += *got;
+    body_.resize(body_read_);
+    if (*got == 0) return false;
   }
   out->swap(body_);
   body_.clear();

@@ -110,6 +110,8 @@ class PipeWriter {
   absl::StatusOr<uint64_t> Push(std::string_view bytes);
   // Bytes the reader has not taken yet (0 once it has caught up).
   absl::StatusOr<uint64_t> Unread() const;
+  // Bytes written since the start (this side's own count).
+  uint64_t position() const { return position_; }
 
  private:
   absl::StatusOr<uint64_t> FreeBytes() const;
@@ -132,6 +134,8 @@ class PipeReader {
   absl::StatusOr<uint64_t> Available() const;
   // Copies up to `length` available bytes to `out`; returns how many.
   absl::StatusOr<uint64_t> Pull(uint8_t* out, uint64_t length);
+  // Bytes read since the start (this side's own count).
+  uint64_t position() const { return position_; }
 
  private:
   const uint8_t* const data_;
@@ -154,6 +158,8 @@ class MessageWriter {
   // Writes more of the message in progress; true once it is all in.
   absl::StatusOr<bool> Continue();
   bool idle() const { return pending_.size() == sent_; }
+  // Bytes of the message in progress not yet in the pipe.
+  uint64_t unsent() const { return pending_.size() - sent_; }
   const PipeWriter& pipe() const { return pipe_; }
 
  private:
@@ -169,12 +175,15 @@ class MessageReader {
       : pipe_(pipe), max_message_bytes_(max_message_bytes) {}
 
   // Takes what is available; true with the message in `out` once one is
-  // whole. RESOURCE_EXHAUSTED "ring_message_too_large" for a length past
-  // the limit (before anything is allocated); DATA_LOSS for an impossible
+  // whole. The message's buffer grows with the bytes that arrive, never
+  // ahead of them. RESOURCE_EXHAUSTED "ring_message_too_large" for a length
+  // past the limit (before anything is allocated); DATA_LOSS for an impossible
   // position. The ring cannot be read past either.
   absl::StatusOr<bool> Next(std::string* out);
   // Whether a message is partly read.
   bool in_message() const { return header_read_ != 0; }
+  // Bytes taken off the pipe since the start (this side's own count).
+  uint64_t position() const { return pipe_.position(); }
 
  private:
   PipeReader pipe_;

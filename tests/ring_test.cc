@@ -269,6 +269,31 @@ TEST_F(RingTest, AClientThatNeverTakesItsRepliesStallsOnlyItself) {
   }
 }
 
+TEST_F(RingTest, ARingWithAReplyHalfWrittenStillEndsWithItsSession) {
+  auto raw = std::make_unique<RawSession>(daemon_->socket_path());
+  RawRing ring(*raw);
+  ASSERT_THAT(ring.status(), IsOk());
+  auto buffer = raw->Allocate(1 << 20);
+  ASSERT_TRUE(buffer.ok());
+  // A 1 MiB reply into a 256 KiB pipe nobody reads: hrxd holds it half
+  // written.
+  hrx::v1::StreamRequest read;
+  read.set_token(1);
+  *read.mutable_read()->mutable_buffer() = *buffer;
+  read.mutable_read()->set_length(1 << 20);
+  ring.Send(read);
+  ring.Send(Sync(2));
+  auto context = raw->Context();
+  hrx::v1::CloseSessionRequest request;
+  hrx::v1::CloseSessionResponse response;
+  ASSERT_TRUE(
+      raw->sessions->CloseSession(context.get(), request, &response).ok());
+  // The pending reply is dropped and the ring ends; its region's charge
+  // goes with it.
+  EXPECT_TRUE(ring.AwaitEnd().has_value());
+  ExpectBystanderIntact(0x77);
+}
+
 TEST_F(RingTest, ARingEndsWithItsSession) {
   auto raw = std::make_unique<RawSession>(daemon_->socket_path());
   auto ring = std::make_unique<RawRing>(*raw);

@@ -72,11 +72,19 @@ absl::StatusOr<RingCall::Opened> RingCall::Open(Connection& connection,
     munmap(base, bytes);
     return valid;
   }
-  // hrxd's process, watched between sleeps (none where pidfds are missing:
-  // waits then end by their deadlines).
+  // hrxd's process, watched between sleeps: without it a wait on a dead
+  // daemon could last forever, so no pidfd (hrxd in another PID namespace,
+  // a kernel without pidfd_open) means no ring (kAuto takes the call).
   shared::UniqueFd pidfd(
       daemon_pid > 0 ? static_cast<int>(syscall(SYS_pidfd_open, daemon_pid, 0))
                      : -1);
+  if (!pidfd.valid()) {
+    munmap(base, bytes);
+    return Unavailable(absl::StrFormat(
+        "hrxd's process (pid %d as the side channel reports it) cannot be "
+        "watched with a pidfd, so a wait on the ring could outlive it.",
+        daemon_pid));
+  }
   Opened opened;
   opened.call.reset(new RingCall(base, bytes, std::move(pidfd)));
   opened.stream = response.stream();
@@ -147,8 +155,7 @@ bool RingCall::OverLocked() {
 }
 
 bool RingCall::DrainRepliesLocked() {
-  const uint64_t read_before =
-      header().complete_read.value.load(std::memory_order_relaxed);
+  const uint64_t read_before = reader_.position();
   while (true) {
     absl::StatusOr<bool> got = reader_.Next(&message_);
     if (!got.ok()) {
@@ -170,8 +177,7 @@ bool RingCall::DrainRepliesLocked() {
     replies_[token] = std::move(reply);
   }
   // Space for a reply hrxd could not fit (even part of one).
-  if (header().complete_read.value.load(std::memory_order_relaxed) !=
-      read_before) {
+  if (reader_.position() != read_before) {
     shared::RingDoorbell(header().daemon_bell);
   }
   return true;
@@ -184,6 +190,7 @@ StreamTransport::Outcome RingCall::Write(hrx::v1::StreamRequest request,
   bool broken = false;
   // Pushes what fits of the message in progress; true once all of it is in.
   auto pushed = [&] {
+    const uint64_t left = writer_.unsent();
     absl::StatusOr<bool> done = writer_.Continue();
     if (!done.ok()) {
       broken = true;
@@ -192,7 +199,7 @@ StreamTransport::Outcome RingCall::Write(hrx::v1::StreamRequest request,
                            std::string(done.status().message()));
       return true;
     }
-    shared::RingDoorbell(header().daemon_bell);
+    if (writer_.unsent() != left) shared::RingDoorbell(header().daemon_bell);
     return *done;
   };
   // A message left unfinished by an earlier deadline goes first.
@@ -243,8 +250,9 @@ grpc::Status RingCall::Close(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   if (!is_over_) {
     auto pushed = [&] {
+      const uint64_t left = writer_.unsent();
       absl::StatusOr<bool> done = writer_.Continue();
-      shared::RingDoorbell(header().daemon_bell);
+      if (writer_.unsent() != left) shared::RingDoorbell(header().daemon_bell);
       return !done.ok() || *done;
     };
     if (WaitFor(pushed, deadline) == Wake::kReady) {

@@ -100,6 +100,12 @@ absl::StatusOr<OpenedRing> RingRegistry::Open(const Caller& caller,
   RingStream* started = ring.get();
   {
     absl::MutexLock lock(&mu_);
+    // StopAll may have run since the check above: this ring stops too.
+    if (shutting_down_) {
+      started->Stop(Refusal(Reason::kShuttingDown,
+                            "hrxd is stopping. Fix: reconnect once it has "
+                            "restarted."));
+    }
     rings_.emplace(started, std::move(ring));
   }
   started->Run(caller, stream.handle);
@@ -135,8 +141,8 @@ size_t RingRegistry::live() const {
 }
 
 void RingRegistry::Ended(RingStream* ring) {
-  std::unique_ptr<RingStream> ended;
   absl::MutexLock lock(&mu_);
+  std::unique_ptr<RingStream> ended;  // destroyed first, under the lock
   auto it = rings_.find(ring);
   if (it == rings_.end()) return;
   ended = std::move(it->second);
@@ -197,26 +203,35 @@ void RingStream::Finish(absl::StatusCode code) {
 void RingStream::Serve() {
   absl::Time last_work = absl::Now();
   absl::Time last_check = last_work;
+  int idle_wakes = 0;  // wake-ups in a row that found nothing to do
   while (!ended_.load()) {
     const uint32_t seen =
         header().daemon_bell.bell.load(std::memory_order_seq_cst);
+    const absl::Time now = absl::Now();
+    if (now - last_check >= kRingLivenessInterval) {
+      // Busy or idle: a ring whose session ended stops (whoever still
+      // writes to the region).
+      last_check = now;
+      if (!core().sessions().Find(session()).ok()) Stop();
+    }
     if (ServeOnce()) {
       last_work = absl::Now();
+      idle_wakes = 0;
       continue;
     }
-    const absl::Time now = absl::Now();
     if (now - last_work < ServeSpin()) {
       // Polling, but yielding: the work the client waits for may need this
       // core (an executor, a queue's thread) more than the poll does.
       sched_yield();
       continue;
     }
-    if (now - last_check >= kRingLivenessInterval) {
-      last_check = now;
-      if (!core().sessions().Find(session()).ok()) Stop();
-      continue;
+    // A client that rings without giving work (or scribbles the bell) gets
+    // slower answers, never a spinning thread.
+    if (idle_wakes > kRingIdleWakesBeforeBackoff) {
+      absl::SleepFor(kRingIdleBackoff);
     }
     shared::WaitOnDoorbell(header().daemon_bell, seen, kRingLivenessInterval);
+    ++idle_wakes;
   }
   // End ran with the conversation's lock held, perhaps on another thread:
   // that thread is out of it once the lock is free again.
@@ -225,61 +240,58 @@ void RingStream::Serve() {
 }
 
 bool RingStream::ServeOnce() {
+  // Progress is judged by this side's own positions, never by what the
+  // client can write into the region.
   bool progress = false;
-  // A reply larger than the free space, continued as the client reads.
-  std::optional<bool> written;
+  bool written = false;  // a pending reply went out whole
+  bool dropped = false;  // a pending reply never will
+  absl::Status broken;
+  const bool stopping = stop_requested_.load();
   {
     absl::MutexLock lock(&write_mu_);
-    if (write_pending_) {
-      const uint64_t before =
-          header().complete_written.value.load(std::memory_order_relaxed);
+    if (write_pending_ && (write_broken_ || stopping)) {
+      write_pending_ = false;
+      dropped = true;
+    } else if (write_pending_) {
+      // A reply larger than the free space, continued as the client reads.
+      const uint64_t left = writer_.unsent();
       absl::StatusOr<bool> done = writer_.Continue();
       if (!done.ok()) {
         write_broken_ = true;
         broken_ = done.status();
-      } else if (*done) {
         write_pending_ = false;
-        written = true;
+        dropped = true;
+      } else {
+        progress = writer_.unsent() != left;
+        if (*done) {
+          write_pending_ = false;
+          written = true;
+        }
       }
-      progress = !done.ok() || header().complete_written.value.load(
-                                   std::memory_order_relaxed) != before;
     }
+    if (stopping) write_broken_ = true;  // nothing more goes out
+    if (!broken_.ok()) broken = std::exchange(broken_, absl::OkStatus());
   }
-  if (progress) shared::RingDoorbell(header().client_bell);
+  if (progress || written) shared::RingDoorbell(header().client_bell);
   if (written) OnWritten(true);
-
-  absl::Status broken;
-  {
-    absl::MutexLock lock(&write_mu_);
-    if (write_broken_ && !broken_.ok()) {
-      broken = std::exchange(broken_, absl::OkStatus());
-      if (write_pending_) {
-        write_pending_ = false;
-        written = false;
-      }
+  if (dropped) OnWritten(false);
+  if (!requests_ended_ && (!broken.ok() || stopping)) {
+    requests_ended_ = true;
+    want_read_.store(false);
+    if (!broken.ok()) {
+      OnBroken(broken);
+    } else {
+      OnCancelled();
+      OnRequestsEnded();
     }
-  }
-  if (!broken.ok() && !requests_ended_) {
-    requests_ended_ = true;
-    want_read_.store(false);
-    if (written.has_value() && !*written) OnWritten(false);
-    OnBroken(broken);
     return true;
   }
-
-  if (!want_read_.load() || requests_ended_) return progress;
-  if (stop_requested_.load()) {
-    want_read_.store(false);
-    requests_ended_ = true;
-    OnCancelled();
-    OnRequestsEnded();
-    return true;
+  if (!want_read_.load() || requests_ended_) {
+    return progress || written || dropped;
   }
-  const uint64_t read_before =
-      header().submit_read.value.load(std::memory_order_relaxed);
+  const uint64_t read_before = reader_.position();
   absl::StatusOr<bool> got = reader_.Next(&message_);
-  if (header().submit_read.value.load(std::memory_order_relaxed) !=
-      read_before) {
+  if (reader_.position() != read_before) {
     shared::RingDoorbell(header().client_bell);  // space for its next
     progress = true;
   }
@@ -294,6 +306,8 @@ bool RingStream::ServeOnce() {
     request().Clear();
     const absl::Status parsed = ParseChecked(message_, &request());
     message_.clear();
+    // A large message's buffer does not stay with the ring.
+    if (message_.capacity() > kRingKeptMessageBytes) message_.shrink_to_fit();
     OnRequest(parsed);
     return true;
   }
@@ -304,7 +318,6 @@ bool RingStream::ServeOnce() {
     OnRequestsEnded();
     return true;
   }
-  if (stop_requested_.load()) return true;
   return progress;
 }
 
@@ -319,7 +332,8 @@ bool RingStream::WriteNext(const hrx::v1::StreamReply& reply) {
   bool serve = false;  // the serving thread has to act on it
   {
     absl::MutexLock lock(&write_mu_);
-    if (write_broken_) return true;  // dropped: the serving thread ends it
+    // Dropped: a broken ring or a stopping one has no reader for it.
+    if (write_broken_ || stop_requested_.load()) return true;
     absl::StatusOr<bool> written = writer_.Start(std::move(wire));
     if (!written.ok()) {
       write_broken_ = true;

@@ -44,9 +44,17 @@ namespace hrx::daemon {
 inline constexpr absl::Duration kRingServeSpin = absl::Microseconds(50);
 inline constexpr absl::Duration kRingServeSpinManyCores =
     absl::Microseconds(250);
-// How often a sleeping ring checks that its session still exists (a client
-// that died without closing its ring).
+// How often a ring checks that its session still exists (a client that
+// died without closing its ring, or a process still writing to the region
+// of an ended session).
 inline constexpr absl::Duration kRingLivenessInterval = absl::Seconds(1);
+// Wake-ups in a row that find no work before each further one is delayed
+// by kRingIdleBackoff (a client ringing without work, or scribbling the
+// bell, cannot keep the serving thread busy).
+inline constexpr int kRingIdleWakesBeforeBackoff = 64;
+inline constexpr absl::Duration kRingIdleBackoff = absl::Milliseconds(1);
+// A request buffer larger than this is released after its message.
+inline constexpr uint64_t kRingKeptMessageBytes = uint64_t{1} << 20;
 
 // A ring handed to a client: what OpenRing answers.
 struct OpenedRing {
