@@ -117,15 +117,13 @@ DaemonServer::~DaemonServer() { Shutdown(absl::ZeroDuration()); }
 
 void DaemonServer::Shutdown(absl::Duration grace) {
   if (server_ == nullptr) return;
-  // Ring clients learn at once, as calls in flight do from the server; and
-  // first, before closing connections ends their sessions (a ring would
-  // otherwise answer with the session's stale handles).
-  services_->rings.StopAll();
   listener_.reset();  // no new connections
   fd_channel_.reset();
   if (auto* health = server_->GetHealthCheckService()) {
     health->Shutdown();  // health checks report NOT_SERVING from here on
   }
+  // Ring clients learn at once, as calls in flight do from the server.
+  services_->rings.StopAll();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();
   // Rings are not calls: they end here, each draining its stream.
