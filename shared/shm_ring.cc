@@ -219,6 +219,41 @@ absl::StatusOr<bool> MessageReader::Next(std::string* out) {
   return true;
 }
 
+// --- Pipe ends of a region ---------------------------------------------------
+
+namespace {
+
+RingHeader& HeaderOf(void* region) { return *static_cast<RingHeader*>(region); }
+uint8_t* At(void* region, uint64_t offset) {
+  return static_cast<uint8_t*>(region) + offset;
+}
+
+}  // namespace
+
+PipeWriter SubmitWriter(void* region) {
+  RingHeader& h = HeaderOf(region);
+  return PipeWriter(At(region, h.submit_offset), h.submit_bytes,
+                    &h.submit_written, &h.submit_read);
+}
+
+PipeReader SubmitReader(void* region) {
+  RingHeader& h = HeaderOf(region);
+  return PipeReader(At(region, h.submit_offset), h.submit_bytes,
+                    &h.submit_written, &h.submit_read);
+}
+
+PipeWriter CompleteWriter(void* region) {
+  RingHeader& h = HeaderOf(region);
+  return PipeWriter(At(region, h.complete_offset), h.complete_bytes,
+                    &h.complete_written, &h.complete_read);
+}
+
+PipeReader CompleteReader(void* region) {
+  RingHeader& h = HeaderOf(region);
+  return PipeReader(At(region, h.complete_offset), h.complete_bytes,
+                    &h.complete_written, &h.complete_read);
+}
+
 // --- Doorbells ---------------------------------------------------------------
 
 void RingDoorbell(RingBell& bell) {

@@ -195,6 +195,13 @@ class MessageReader {
   uint64_t body_read_ = 0;
 };
 
+// The ends of a region's pipes (`region` starts with its header): the
+// client writes submit and reads complete, hrxd the reverse.
+PipeWriter SubmitWriter(void* region);
+PipeReader SubmitReader(void* region);
+PipeWriter CompleteWriter(void* region);
+PipeReader CompleteReader(void* region);
+
 // Doorbells. Ring publishes work to a waiter; Wait sleeps on `bell` unless
 // it moved from `seen` (the value read before checking for work), for at
 // most `timeout`.

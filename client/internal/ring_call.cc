@@ -92,28 +92,12 @@ absl::StatusOr<RingCall::Opened> RingCall::Open(Connection& connection,
   return opened;
 }
 
-namespace {
-
-shared::PipeWriter SubmitWriter(shared::RingHeader& header, uint8_t* base) {
-  return shared::PipeWriter(base + header.submit_offset, header.submit_bytes,
-                            &header.submit_written, &header.submit_read);
-}
-
-shared::PipeReader CompleteReader(shared::RingHeader& header, uint8_t* base) {
-  return shared::PipeReader(base + header.complete_offset,
-                            header.complete_bytes, &header.complete_written,
-                            &header.complete_read);
-}
-
-}  // namespace
-
 RingCall::RingCall(void* base, uint64_t bytes, shared::UniqueFd daemon)
     : base_(base),
       bytes_(bytes),
       daemon_(std::move(daemon)),
-      writer_(SubmitWriter(header(), static_cast<uint8_t*>(base))),
-      reader_(CompleteReader(header(), static_cast<uint8_t*>(base)),
-              shared::kMaxRingMessageBytes) {}
+      writer_(shared::SubmitWriter(base)),
+      reader_(shared::CompleteReader(base), shared::kMaxRingMessageBytes) {}
 
 RingCall::~RingCall() { munmap(base_, bytes_); }
 

@@ -153,21 +153,6 @@ void RingRegistry::Ended(RingStream* ring) {
 
 // --- RingStream -------------------------------------------------------------
 
-namespace {
-
-shared::PipeReader SubmitReader(shared::RingHeader& header, uint8_t* base) {
-  return shared::PipeReader(base + header.submit_offset, header.submit_bytes,
-                            &header.submit_written, &header.submit_read);
-}
-
-shared::PipeWriter CompleteWriter(shared::RingHeader& header, uint8_t* base) {
-  return shared::PipeWriter(base + header.complete_offset,
-                            header.complete_bytes, &header.complete_written,
-                            &header.complete_read);
-}
-
-}  // namespace
-
 RingStream::RingStream(Core& core, RingRegistry& registry, Region region,
                        ChargeRef charge)
     : StreamConversation(core),
@@ -175,9 +160,8 @@ RingStream::RingStream(Core& core, RingRegistry& registry, Region region,
       region_(std::move(region)),
       charge_(std::move(charge)),
       // hrxd wrote the header: its own copy of the layout is trusted.
-      reader_(SubmitReader(header(), static_cast<uint8_t*>(region_.base)),
-              shared::kMaxRingMessageBytes),
-      writer_(CompleteWriter(header(), static_cast<uint8_t*>(region_.base))) {}
+      reader_(shared::SubmitReader(region_.base), shared::kMaxRingMessageBytes),
+      writer_(shared::CompleteWriter(region_.base)) {}
 
 RingStream::~RingStream() { munmap(region_.base, region_.bytes); }
 

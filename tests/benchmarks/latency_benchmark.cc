@@ -34,25 +34,10 @@
 
 namespace {
 
+using hrx::bench::FlagText;
+using hrx::bench::FlagValue;
 using Clock = std::chrono::steady_clock;
 using hrx::bench::MedianMicros;
-
-std::string FlagText(int argc, char** argv, const std::string& name,
-                     const std::string& fallback) {
-  const std::string prefix = "--" + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.rfind(prefix, 0) == 0) return arg.substr(prefix.size());
-  }
-  return fallback;
-}
-
-uint64_t FlagValue(int argc, char** argv, const std::string& name,
-                   uint64_t fallback) {
-  uint64_t value = 0;
-  return absl::SimpleAtoi(FlagText(argc, argv, name, ""), &value) ? value
-                                                                  : fallback;
-}
 
 // One byte there and back between two processes over a socket pair.
 double PingPongMicros(int rounds) {

@@ -1,14 +1,18 @@
-// The timing helper the benchmarks share: the median of many timed rounds.
+// Helpers the benchmarks share: the median of many timed rounds, and
+// --name=value flags.
 #ifndef HRX_TESTS_BENCHMARKS_MEDIAN_H_
 #define HRX_TESTS_BENCHMARKS_MEDIAN_H_
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 
 namespace hrx::bench {
 
@@ -29,6 +33,25 @@ inline absl::StatusOr<double> MedianMicros(
   std::nth_element(micros.begin(), micros.begin() + micros.size() / 2,
                    micros.end());
   return micros[micros.size() / 2];
+}
+
+// The value of --`name`=VALUE in argv, or `fallback`.
+inline std::string FlagText(int argc, char** argv, const std::string& name,
+                            const std::string& fallback) {
+  const std::string prefix = "--" + name + "=";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind(prefix, 0) == 0) return arg.substr(prefix.size());
+  }
+  return fallback;
+}
+
+// As FlagText, for an unsigned number (`fallback` when absent or not one).
+inline uint64_t FlagValue(int argc, char** argv, const std::string& name,
+                          uint64_t fallback) {
+  uint64_t value = 0;
+  return absl::SimpleAtoi(FlagText(argc, argv, name, ""), &value) ? value
+                                                                  : fallback;
 }
 
 }  // namespace hrx::bench

@@ -27,29 +27,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "hrx/client.h"
+#include "tests/benchmarks/median.h"
 #include "tests/subprocess.h"
 #include "tests/test_daemon.h"
 
 namespace {
 
+using hrx::bench::FlagText;
+using hrx::bench::FlagValue;
 using Clock = std::chrono::steady_clock;
-
-std::string FlagText(int argc, char** argv, const std::string& name,
-                     const std::string& fallback) {
-  const std::string prefix = "--" + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.rfind(prefix, 0) == 0) return arg.substr(prefix.size());
-  }
-  return fallback;
-}
-
-uint64_t FlagValue(int argc, char** argv, const std::string& name,
-                   uint64_t fallback) {
-  uint64_t value = 0;
-  return absl::SimpleAtoi(FlagText(argc, argv, name, ""), &value) ? value
-                                                                  : fallback;
-}
 
 int Worker(const std::string& socket_path, uint64_t fills) {
   auto client = hrx::Client::Connect(socket_path, "scale_worker");
