@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/str_format.h"
 #include "client/internal/connection.h"
 #include "client/internal/fd_channel.h"
 #include "shared/refusal.h"
@@ -158,6 +159,16 @@ absl::StatusOr<Buffer::DmaBuf> Buffer::ExportDmaBuf() const {
   return DmaBuf{std::move(exported->fd), exported->response.offset(),
                 exported->response.bytes()};
 }
+
+namespace client::internal {
+absl::Status MappingNotTyped(uint64_t mapping_bytes, uint64_t element_bytes) {
+  return Refusal(
+      Reason::kMappingNotTyped,
+      absl::StrFormat("a %u-byte mapping is not a whole number of %u-byte "
+                      "elements. Fix: map a buffer sized for the element type.",
+                      mapping_bytes, element_bytes));
+}
+}  // namespace client::internal
 
 Mapping::Mapping(Mapping&& other) noexcept
     : connection_(std::move(other.connection_)),

@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "hrx/handle.h"
+
 namespace hrx::shared {
 
 enum class HandleKind : uint8_t {
@@ -43,14 +45,9 @@ struct Handle {
 
 // An owner-branded handle as it crosses the wire: the object's encoding
 // (Handle::Encode) plus the daemon run, the owning session and a tag that
-// authenticates all three (see daemon/core/handle_authority.h).
-struct WireHandle {
-  uint64_t instance = 0;
-  uint64_t session = 0;
-  uint64_t object = 0;
-  uint64_t tag = 0;
-  friend bool operator==(const WireHandle&, const WireHandle&) = default;
-};
+// authenticates all three (see daemon/core/handle_authority.h). Defined with
+// libhrx's public headers (client/include/hrx/handle.h), which hand it out.
+using WireHandle = ::hrx::Handle;
 
 // "instance.session.object.tag", each 16 lowercase hex digits: the form of
 // the "hrx-session" metadata.

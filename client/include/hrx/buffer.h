@@ -10,14 +10,11 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "hrx/handle.h"
 #include "hrx/mapping.h"
-#include "shared/handle.h"
-#include "shared/unique_fd.h"
+#include "hrx/unique_fd.h"
 
 namespace hrx {
-
-// An owner-branded daemon handle. Opaque: pass it back unchanged.
-using Handle = shared::WireHandle;
 
 namespace client::internal {
 class Connection;
@@ -92,7 +89,7 @@ class Buffer {
   // of the buffer within it. FAILED_PRECONDITION naming what is missing
   // where the daemon cannot make one.
   struct DmaBuf {
-    shared::UniqueFd fd;
+    UniqueFd fd;
     uint64_t offset = 0;
     uint64_t bytes = 0;
   };

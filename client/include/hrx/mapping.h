@@ -16,16 +16,17 @@
 #include <memory>
 #include <span>
 #include <type_traits>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/str_format.h"
-#include "shared/refusal.h"
 
 namespace hrx {
 
 namespace client::internal {
 class Connection;
+// INVALID_ARGUMENT ("mapping_not_typed") naming both sizes.
+absl::Status MappingNotTyped(uint64_t mapping_bytes, uint64_t element_bytes);
 }  // namespace client::internal
 
 class Mapping {
@@ -44,12 +45,7 @@ class Mapping {
   absl::StatusOr<std::span<T>> As() const {
     static_assert(std::is_trivially_copyable_v<T>);
     if (size_ % sizeof(T) != 0) {
-      return Refusal(
-          Reason::kMappingNotTyped,
-          absl::StrFormat(
-              "a %u-byte mapping is not a whole number of "
-              "%u-byte elements. Fix: map a buffer sized for the element type.",
-              size_, sizeof(T)));
+      return client::internal::MappingNotTyped(size_, sizeof(T));
     }
     return std::span<T>(reinterpret_cast<T*>(data_), size_ / sizeof(T));
   }
