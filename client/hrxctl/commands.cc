@@ -48,7 +48,7 @@ constexpr char kUsage[] =
     "                    device_bytes, shared_bytes, streams, kernels, "
     "graphs,\n"
     "                    inflight_commands; VALUE is a number or unlimited\n"
-    "  evict SESSION_ID  (admin) close a session as if its client had\n"
+    "  evict SESSION_ID  (admin) close a session as if its client had exited\n"
     "  buffers [--tenant=NAME] [--session=ID] [--json]\n"
     "                    live buffers, by session and tenant\n"
     "  executors [--json] the processes tenants' device work runs in\n"

@@ -1,0 +1,8 @@
+"""libhrx's release and ABI versions (the Debian packages take the same)."""
+
+# Equal to shared/version.h's kVersion, which hrxd reports (checked by
+# //deploy:package_test).
+LIBHRX_VERSION = "0.1.0"
+
+# The soname's number: raised whenever the ABI changes incompatibly.
+LIBHRX_SOVERSION = "0"
