@@ -1,5 +1,5 @@
 # The two commands of the quick start. Both install what is missing first.
-.PHONY: run test test-asan test-tsan fuzz bench setup build format
+.PHONY: run test test-asan test-tsan fuzz bench setup build format install deb
 
 # Extra hrxd flags for `make run`, e.g. make run ARGS=--log-level=debug
 ARGS ?=
@@ -39,3 +39,16 @@ bench: setup
 # Rewrites C++ sources as .clang-format says (make test checks it).
 format: setup
 	@tools/checks/format_check.sh --fix
+
+# hrxd, hrxctl, libhrx (libhrx.so.0, libhrx.a), its headers and hrx.pc, man
+# pages and examples under PREFIX (docs/building.md, "Installing libhrx").
+PREFIX ?= /usr/local
+install: setup
+	bazel build -c opt //deploy:install_tree
+	@tools/package/install.sh bazel-bin/deploy/hrx-install-tree.tar $(DESTDIR)$(PREFIX)
+
+# The Debian packages (hrxd, libhrx0, libhrx-dev, python3-hrx) in ./dist
+# (docs/operations.md, "Installing the Debian packages").
+deb: setup
+	bazel build -c opt //deploy:debs
+	@mkdir -p dist && cp -f bazel-bin/deploy/debs/*.deb dist/ && ls -l dist/*.deb

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# libhrx as a program outside this repository sees it: installed into a
+# temporary prefix by tools/package/install.sh, its public headers compile
+# alone, and examples/hello.cc built with plain g++ and pkg-config, against
+# the shared library and against the static archive, runs against a daemon.
+set -euo pipefail
+runfiles="${TEST_SRCDIR}/${TEST_WORKSPACE}"
+source "$runfiles/tests/shell/daemon.sh"
+prefix="$HRX_TEST_DIR/prefix"
+source "$runfiles/tests/shell/cases.sh"
+
+"$runfiles/tools/package/install.sh" "$runfiles/deploy/hrx-install-tree.tar" "$prefix"
+export PKG_CONFIG_PATH="$prefix/lib/x86_64-linux-gnu/pkgconfig"
+libdir="$prefix/lib/x86_64-linux-gnu"
+
+# The library as built here: under --config=asan it needs the sanitizers'
+# runtime, and so does whatever links it.
+sanitize=()
+if objdump -p "$libdir/libhrx.so.0" | grep -q 'NEEDED.*libasan'; then
+  sanitize=(-fsanitize=address,undefined)
+fi
+
+# Each public header alone, with only the prefix's include directory and the
+# system's (Abseil); nothing internal may be named.
+headers_compile_alone() {
+  for header in "$prefix"/include/hrx/*.h; do
+    printf '#include <hrx/%s>\nint main() { return 0; }\n' "$(basename "$header")" |
+      g++ -std=c++20 -Wall -Wextra -Werror -fsyntax-only -I"$prefix/include" -x c++ - ||
+      { echo "$header does not compile alone"; return 1; }
+  done
+}
+check "every public header compiles alone" headers_compile_alone
+
+only_public_includes() {
+  ! grep -n '#include "' "$prefix"/include/hrx/*.h | grep -v -e '"hrx/' -e '"absl/'
+}
+check "public headers include only hrx/ and absl/" only_public_includes
+
+check "pkg-config knows hrx" pkg-config --exists --print-errors hrx
+check "pkg-config version is the library's" \
+  test "$(pkg-config --modversion hrx)" = "$(readlink "$libdir/libhrx.so.0" | sed 's/^libhrx.so.//')"
+
+build_shared() {
+  # shellcheck disable=SC2046
+  g++ "${sanitize[@]}" "$runfiles/examples/hello.cc" -I"$runfiles/examples" \
+    $(pkg-config --cflags --libs hrx) -o "$HRX_TEST_DIR/hello_shared"
+}
+check "hello builds with g++ \$(pkg-config --cflags --libs hrx)" build_shared
+
+build_static() {
+  # The archive in place of -lhrx; --static adds what it needs privately.
+  # shellcheck disable=SC2046
+  g++ "${sanitize[@]}" "$runfiles/examples/hello.cc" -I"$runfiles/examples" \
+    $(pkg-config --cflags hrx) \
+    $(pkg-config --static --libs hrx | sed "s|-lhrx|$libdir/libhrx.a|") \
+    -o "$HRX_TEST_DIR/hello_static"
+}
+check "hello builds against libhrx.a" build_static
+
+start_daemon
+run_shared() {
+  LD_LIBRARY_PATH="$libdir" ldd "$HRX_TEST_DIR/hello_shared" | grep -q "libhrx.so.0 => $libdir/libhrx.so.0"
+  LD_LIBRARY_PATH="$libdir" "$HRX_TEST_DIR/hello_shared" | tee /dev/stderr | grep -qx "hello: ok"
+}
+check "hello (shared libhrx) runs against a daemon" run_shared
+run_static() {
+  ! ldd "$HRX_TEST_DIR/hello_static" | grep -q libhrx
+  "$HRX_TEST_DIR/hello_static" | tee /dev/stderr | grep -qx "hello: ok"
+}
+check "hello (static libhrx) runs against a daemon" run_static
+
+exported_api_only() {
+  # The shared library exports the public API, not the wire messages or
+  # the transports it is built from.
+  local exported
+  exported="$(nm -D --defined-only "$libdir/libhrx.so.0" | c++filt | cut -d' ' -f3-)"
+  grep -q '^hrx::Client::Connect(' <<<"$exported"
+  ! grep -E '^(hrx::v1::|hrx::shared::|hrx::client::internal::Connection|google::|grpc)' <<<"$exported"
+}
+check "libhrx.so exports only the public API" exported_api_only
+
+finish_cases
