@@ -53,7 +53,9 @@ for doc in ${in[docs]}; do
 done
 install -m 0644 "${in[dashboard]}" "$tree/usr/share/hrxd/grafana/"
 for example in ${in[examples]}; do
-  install -m 0644 "$example" "$tree/usr/share/hrxd/examples/"
+  mode=0644
+  [ "${example##*.}" = sh ] && mode=0755
+  install -m "$mode" "$example" "$tree/usr/share/hrxd/examples/"
 done
 if [ -n "${in[python]:-}" ]; then
   python_dir="$tree/usr/lib/python3/dist-packages/hrx"
