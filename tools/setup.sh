@@ -11,6 +11,10 @@ packages=(
   clang-format  # the format check (tools/checks/format_check.sh)
   clang-14 libfuzzer-14-dev libclang-rt-14-dev  # fuzz targets (tools/fuzz.sh)
   libamdhip64-dev  # the HIP backend's AMD build variant
+  # Reach (docs/building.md): pkg-config for the installed libhrx's test,
+  # the Python package (pybind11, numpy, pytest from Debian), and the
+  # Debian packages' checks (dpkg-deb is in the base system; lintian, file).
+  pkg-config python3-dev pybind11-dev python3-numpy python3-pytest lintian file
 )
 
 missing=()

@@ -6,7 +6,8 @@
 #
 #   make_install_tree.sh OUT.tar KEY=PATH...
 # KEYs: hrxd hrxctl libhrx_so libhrx_a hrx_pc headers (space-separated
-# list) units conf sysusers tmpfiles man docs dashboard examples python.
+# list) units conf man docs dashboard examples python; version soversion
+# python_suffix epoch.
 set -euo pipefail
 out="$(realpath -m "$1")"
 shift
@@ -60,9 +61,14 @@ done
 if [ -n "${in[python]:-}" ]; then
   python_dir="$tree/usr/lib/python3/dist-packages/hrx"
   install -d "$python_dir"
-  for file in ${in[python]}; do install -m 0644 "$file" "$python_dir/"; done
+  for file in ${in[python]}; do
+    name="$(basename "$file")"
+    # The extension module under the name Debian's python3 imports.
+    [ "$name" = _hrx.so ] && name="_hrx${in[python_suffix]}"
+    install -m 0644 "$file" "$python_dir/$name"
+  done
 fi
 
-# Reproducible: fixed owner, order and times.
-tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 \
+# Reproducible: fixed owner, order and times (the release's date).
+tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@${in[epoch]}" \
   -C "$tree" -cf "$out" .
