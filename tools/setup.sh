@@ -15,6 +15,7 @@ packages=(
   # the Python package (pybind11, numpy, pytest from Debian), and the
   # Debian packages' checks (dpkg-deb is in the base system; lintian, file).
   pkg-config python3-dev pybind11-dev python3-numpy python3-pytest lintian file
+  groff-base
 )
 
 missing=()

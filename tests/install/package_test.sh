@@ -66,6 +66,15 @@ binaries_are_stripped() {
   done
 }
 check "binaries are stripped" binaries_are_stripped
+man_pages_render() {
+  for page in usr/share/man/man8/hrxd.8.gz usr/share/man/man1/hrxctl.1.gz; do
+    dpkg-deb --fsys-tarfile "$debs/hrxd_${version}_amd64.deb" | tar -xO "./$page" | gunzip >"$HRX_TEST_DIR/page"
+    warnings="$(groff -man -ww -z "$HRX_TEST_DIR/page" 2>&1)"
+    [ -z "$warnings" ] || { echo "$page: $warnings"; return 1; }
+    grep -q '^\.SH SYNOPSIS' "$HRX_TEST_DIR/page"
+  done
+}
+check "man pages render without warnings" man_pages_render
 lintian_clean() {
   # Errors and warnings fail; Debian's archive-only tags are overridden in
   # the packages themselves (initial-upload-closes-no-bugs).
