@@ -10,10 +10,6 @@ root="$runfiles/${TEST_WORKSPACE:-hrxd}"
 script="examples/$(basename "$0").py"
 args=()
 for arg in "$@"; do [ -e "$root/$arg" ] && args+=("$root/$arg") || args+=("$arg"); done
-# A module built with --config=asan (make test's second run) needs the
-# sanitizer's runtime loaded first; Python's own allocations are not leaks.
-if objdump -p "$root/python/hrx/_hrx.so" 2>/dev/null | grep -q 'NEEDED.*libasan'; then
-  export LD_PRELOAD="$(g++ -print-file-name=libasan.so)"
-  export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-fi
+source "$root/tools/sanitizers/python_env.sh"
+hrx_python_sanitizer_env "$root/python/hrx/_hrx.so"
 PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" exec /usr/bin/python3 "$root/$script" "${args[@]}"

@@ -8,12 +8,8 @@ runfiles="${TEST_SRCDIR}/${TEST_WORKSPACE}"
 source "$runfiles/tests/shell/daemon.sh"
 export PYTHONPATH="$runfiles/python"
 export HRX_TEST_KERNELS="$runfiles/tests/kernels"
-# Built with --config=asan the module needs the sanitizer's runtime loaded
-# first; Python's own allocations are not leaks to report.
-if objdump -p "$runfiles/python/hrx/_hrx.so" | grep -q 'NEEDED.*libasan'; then
-  export LD_PRELOAD="$(g++ -print-file-name=libasan.so)"
-  export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-fi
+source "$runfiles/tools/sanitizers/python_env.sh"
+hrx_python_sanitizer_env "$runfiles/python/hrx/_hrx.so"
 start_daemon
 cd "$runfiles"
 /usr/bin/python3 -m pytest -p no:cacheprovider -v \

@@ -12,6 +12,7 @@ set -euo pipefail
 runfiles="${TEST_SRCDIR}/${TEST_WORKSPACE}"
 source "$runfiles/tests/shell/daemon.sh"
 source "$runfiles/tests/shell/cases.sh"
+source "$runfiles/tools/sanitizers/python_env.sh"
 debs="$runfiles/deploy/debs"
 version="$(basename "$debs"/hrxd_*_amd64.deb | sed 's/^hrxd_\(.*\)_amd64.deb$/\1/')"
 multiarch=x86_64-linux-gnu
@@ -147,13 +148,9 @@ check "hrxd.service's ExecStart starts the installed hrxd (activation, READY=1)"
 # The installed client side against that daemon.
 export HRXD_SOCKET="$listen"
 installed_python_works() {
-  local preload=""
-  if objdump -p "$root/usr/lib/python3/dist-packages/hrx/_hrx.cpython-311-x86_64-linux-gnu.so" |
-    grep -q 'NEEDED.*libasan'; then
-    preload="$(g++ -print-file-name=libasan.so)"
-  fi
-  PYTHONPATH="$root/usr/lib/python3/dist-packages" LD_PRELOAD="$preload" \
-    ASAN_OPTIONS=detect_leaks=0 /usr/bin/python3 -c '
+  (
+  hrx_python_sanitizer_env "$root/usr/lib/python3/dist-packages/hrx/_hrx.cpython-311-x86_64-linux-gnu.so"
+  PYTHONPATH="$root/usr/lib/python3/dist-packages" /usr/bin/python3 -c '
 import numpy as np, hrx
 with hrx.connect() as c, c.device().stream() as s:
     b = s.allocate(4096, shared=True)
@@ -161,6 +158,7 @@ with hrx.connect() as c, c.device().stream() as s:
     s.synchronize()
     assert b.map().sum() == 7 * 4096
 print("python ok")'
+  )
 }
 check "the installed python3-hrx talks to it" installed_python_works
 installed_pkg_config_works() {
