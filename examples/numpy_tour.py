@@ -67,14 +67,17 @@ else:
 # ## Refusals are exceptions with the daemon's reason
 
 # %%
+refusal = ""
 try:
     x.view(data.nbytes, 1)
 except hrx.InvalidArgument as refused:
+    refusal = refused.reason
     print(f"refused: {refused.code} / {refused.reason}")
 
 # %%
 stream.close()
 client.close()
-ok = np.array_equal(back, data) and view[0] == 0 and view[5] == 5
+ok = (np.array_equal(back, data) and view[0] == 0 and view[5] == 5
+      and refusal == "view_out_of_range")
 print("numpy_tour:", "ok" if ok else "WRONG")
 sys.exit(0 if ok else 1)

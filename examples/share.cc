@@ -79,7 +79,15 @@ int main() {
     return std::perror("pipe"), 1;
   const pid_t child = fork();
   if (child < 0) return std::perror("fork"), 1;
-  if (child == 0) return Consumer(to_owner[1], from_owner[0]);
+  // Each side closes the ends it does not use, so that a read sees the end
+  // of the pipe (and fails) when the other process dies.
+  if (child == 0) {
+    close(to_owner[0]);
+    close(from_owner[1]);
+    return Consumer(to_owner[1], from_owner[0]);
+  }
+  close(to_owner[1]);
+  close(from_owner[0]);
 
   auto client = Check(hrx::Client::Connect(), "owner connect");
   auto stream =

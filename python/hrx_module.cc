@@ -2,16 +2,24 @@
 // hrx/__init__.py builds the Python idiom on it (exceptions by status code,
 // constants packing); everything that touches the daemon is here.
 //
-// Every call that can wait (a round trip to hrxd, a blocking read) releases
-// the GIL, so other Python threads run meanwhile. A refusal becomes an
-// hrx.Error subclass carrying the status code, the reason token and the
-// daemon's message.
+// The GIL: every call into libhrx runs without it (any of them may wait on
+// the daemon: an enqueue can send a full batch, a destructor frees a handle),
+// and no Python object is touched while it is released: arguments are
+// converted first, results after. A refusal becomes an hrx.Error subclass
+// carrying the status code, the reason token and the message.
+//
+// Threads: a Stream or Client may be shared between Python threads. Each
+// holds its libhrx object by shared_ptr and a mutex that serializes calls
+// (libhrx's Stream is used from one thread at a time), and close() waits for
+// a call in progress instead of destroying the object under it.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -45,6 +53,10 @@ py::object& ErrorFactory() {
   throw py::error_already_set();
 }
 
+[[noreturn]] void RaiseInvalid(const std::string& message) {
+  Raise(absl::InvalidArgumentError(message));
+}
+
 void Ok(const absl::Status& status) {
   if (!status.ok()) Raise(status);
 }
@@ -55,11 +67,48 @@ T Ok(absl::StatusOr<T> value) {
   return *std::move(value);
 }
 
-// Runs `call` without the GIL: it may wait on the daemon.
+// Runs `call` without the GIL.
 template <typename Call>
 auto Unlocked(Call&& call) {
   py::gil_scoped_release release;
   return call();
+}
+
+// pybind11 holders whose deleter releases the GIL: destroying a Buffer,
+// Kernel, Mapping or GraphExec tells the daemon, which may take a while.
+template <typename T>
+struct UnlockedDelete {
+  void operator()(T* object) const {
+    if (object == nullptr) return;
+    if (PyGILState_Check()) {
+      py::gil_scoped_release release;
+      delete object;
+    } else {
+      delete object;
+    }
+  }
+};
+template <typename T>
+using Holder = std::unique_ptr<T, UnlockedDelete<T>>;
+
+// A non-negative Python integer (anything with __index__) below `limit`.
+uint64_t Unsigned(const py::handle& value, const char* what,
+                  uint64_t limit = std::numeric_limits<uint64_t>::max()) {
+  py::int_ number;
+  try {
+    number = py::reinterpret_steal<py::int_>(PyNumber_Index(value.ptr()));
+    if (!number) throw py::error_already_set();
+  } catch (const py::error_already_set&) {
+    RaiseInvalid(absl::StrFormat(
+        "%s is a %s, not an integer. Fix: pass an int.", what,
+        std::string(py::str(py::type::handle_of(value).attr("__name__")))));
+  }
+  if (number < py::int_(0) || number > py::int_(limit)) {
+    RaiseInvalid(absl::StrFormat(
+        "%s is %s, outside [0, %u]. Fix: pass an integer in that range.", what,
+        std::string(py::str(number)), limit));
+  }
+  return number.cast<uint64_t>();
 }
 
 // timeout in seconds; None waits the client's default_timeout.
@@ -68,153 +117,216 @@ absl::Time Deadline(std::optional<double> timeout) {
   return absl::Now() + absl::Seconds(*timeout);
 }
 
+// A dtype whose elements are plain bytes: not object references (raw
+// device bytes written there would be taken for pointers), not empty.
+py::dtype PlainDtype(const py::object& dtype) {
+  py::dtype type = py::dtype::from_args(dtype);
+  if (type.itemsize() == 0 || py::bool_(type.attr("hasobject"))) {
+    RaiseInvalid(absl::StrFormat(
+        "dtype %s holds %s. Fix: use a numeric dtype such as numpy.uint8 or "
+        "numpy.float32.",
+        std::string(py::str(py::object(type))),
+        type.itemsize() == 0 ? "0-byte elements" : "Python object references"));
+  }
+  return type;
+}
+
 // A C-contiguous view of any object exposing the buffer protocol (numpy
 // arrays, bytes, bytearray, memoryview), kept alive by `keep`.
 std::span<const uint8_t> BytesOf(const py::object& data, py::object* keep) {
   *keep = py::module_::import("numpy").attr("ascontiguousarray")(data);
+  PlainDtype(keep->attr("dtype"));
   py::buffer_info info = py::buffer(*keep).request();
   return {static_cast<const uint8_t*>(info.ptr),
           static_cast<size_t>(info.size * info.itemsize)};
 }
 
+std::string TypeName(const py::handle& value) {
+  return py::str(py::type::handle_of(value).attr("__name__"));
+}
+
 // Where a Buffer or a View is accepted, a Buffer means all of it.
-hrx::View ViewOf(const py::handle& target) {
+hrx::View ViewOf(const py::handle& target, const char* what = "the target") {
   if (py::isinstance<hrx::Buffer>(target)) {
     return target.cast<const hrx::Buffer&>().Binding();
   }
-  return target.cast<hrx::View>();
+  if (py::isinstance<hrx::View>(target)) return target.cast<hrx::View>();
+  RaiseInvalid(absl::StrFormat(
+      "%s is a %s. Fix: pass an hrx.Buffer or an hrx.View (buffer.view()).",
+      what, TypeName(target)));
 }
 
-std::vector<hrx::View> ViewsOf(const py::sequence& targets) {
+std::vector<hrx::View> ViewsOf(const py::iterable& targets) {
   std::vector<hrx::View> views;
-  for (const py::handle& target : targets) views.push_back(ViewOf(target));
+  for (const py::handle& target : targets) {
+    views.push_back(ViewOf(target, "a buffer argument"));
+  }
   return views;
 }
 
-std::vector<hrx::Node> NodesOf(const py::sequence& nodes) {
+std::vector<hrx::Node> NodesOf(const py::iterable& nodes) {
   std::vector<hrx::Node> out;
-  for (const py::handle& node : nodes) out.push_back(node.cast<hrx::Node>());
+  for (const py::handle& node : nodes) {
+    if (!py::isinstance<hrx::Node>(node)) {
+      RaiseInvalid(absl::StrFormat(
+          "`after` holds a %s. Fix: pass nodes this graph returned.",
+          TypeName(node)));
+    }
+    out.push_back(node.cast<hrx::Node>());
+  }
   return out;
 }
 
-hrx::Constants ConstantsOf(const py::bytes& packed) {
-  const std::string bytes = packed;
-  return Ok(hrx::Constants::FromBytes(
-      {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}));
+// grid and block: an int or up to three ints, each in [1, 2^32).
+hrx::Dim3 Dim3Of(const py::handle& value, const char* what) {
+  hrx::Dim3 dims = {1, 1, 1};
+  if (!py::isinstance<py::iterable>(value)) {
+    dims[0] = static_cast<uint32_t>(Unsigned(value, what, UINT32_MAX));
+    return dims;
+  }
+  const py::tuple items = py::tuple(py::reinterpret_borrow<py::object>(value));
+  if (items.size() == 0 || items.size() > 3) {
+    RaiseInvalid(absl::StrFormat(
+        "%s has %u dimensions. Fix: give 1 to 3 sizes.", what, items.size()));
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    dims[i] = static_cast<uint32_t>(Unsigned(items[i], what, UINT32_MAX));
+  }
+  return dims;
 }
 
-// A client: a session with hrxd. close() (or leaving its `with` block) ends
-// this reference; the session ends when its streams and buffers are gone.
-class PyClient {
- public:
-  explicit PyClient(std::unique_ptr<hrx::Client> client)
-      : client_(std::move(client)) {}
-  hrx::Client& get() {
-    if (client_ == nullptr) {
-      Raise(absl::FailedPreconditionError(
-          "the client is closed. Fix: use it inside its `with` block, or "
-          "connect again."));
-    }
-    return *client_;
-  }
-  template <typename Call>
-  auto Unlocked(Call&& call) {
-    hrx::Client& client = get();
-    return ::Unlocked([&] { return call(client); });
-  }
-  void Close() { client_.reset(); }
+hrx::Constants ConstantsOf(const py::object& packed) {
+  py::object keep;
+  std::span<const uint8_t> bytes = BytesOf(packed, &keep);
+  return Ok(hrx::Constants::FromBytes(bytes));
+}
 
- private:
-  std::unique_ptr<hrx::Client> client_;
-};
-
-// A stream; leaving its `with` block synchronizes (unless an exception is
-// leaving it) and ends the stream.
-class PyStream {
+// A libhrx object shared by Python threads: calls are serialized, close()
+// waits for the call in progress.
+template <typename T>
+class Shared {
  public:
-  explicit PyStream(hrx::Stream stream) : stream_(std::move(stream)) {}
-  hrx::Stream& get() {
-    if (!stream_) {
-      Raise(absl::FailedPreconditionError(
-          "the stream is closed. Fix: use it inside its `with` block, or "
-          "create another."));
-    }
-    return *stream_;
-  }
-  // Runs `call` on the stream without the GIL (the closed check first,
-  // since raising needs the GIL).
+  explicit Shared(std::unique_ptr<T> object, const char* closed_message)
+      : object_(std::move(object)), closed_message_(closed_message) {}
+  ~Shared() { Close(); }
+
+  // Runs `call(object)` without the GIL, after the calls before it.
   template <typename Call>
-  auto Unlocked(Call&& call) {
-    hrx::Stream& stream = get();
-    return ::Unlocked([&] { return call(stream); });
+  auto Run(Call&& call) {
+    std::shared_ptr<T> object = object_;  // under the GIL
+    if (object == nullptr) Raise(absl::FailedPreconditionError(closed_message_));
+    return Unlocked([&] {
+      std::lock_guard<std::mutex> lock(*mu_);
+      return call(*object);
+    });
   }
+  // Ends the object once no call is using it; later calls are refused.
   void Close() {
-    if (!stream_) return;
-    std::optional<hrx::Stream> ending = std::move(stream_);
-    stream_.reset();
-    ::Unlocked([&] {
-      ending.reset();  // sends pending commands; hrxd drains the stream
+    std::shared_ptr<T> ending = std::move(object_);
+    object_.reset();
+    if (ending == nullptr) return;
+    Unlocked([&] {
+      std::lock_guard<std::mutex> lock(*mu_);
+      ending.reset();  // a calling thread may still hold its own reference
       return 0;
     });
   }
+  bool closed() const { return object_ == nullptr; }
 
  private:
-  std::optional<hrx::Stream> stream_;
+  std::shared_ptr<T> object_;
+  std::shared_ptr<std::mutex> mu_ = std::make_shared<std::mutex>();
+  const char* closed_message_;
 };
 
-py::array Read(PyStream& self, const py::object& source, const py::object& dtype,
-               std::optional<double> timeout) {
-  const hrx::View view = ViewOf(source);
-  const py::dtype type = py::dtype::from_args(dtype);
+using PyClient = Shared<hrx::Client>;
+using PyStream = Shared<hrx::Stream>;
+
+constexpr char kClientClosed[] =
+    "the client is closed. Fix: use it inside its `with` block, or connect "
+    "again.";
+constexpr char kStreamClosed[] =
+    "the stream is closed. Fix: use it inside its `with` block, or create "
+    "another.";
+
+py::array Read(PyStream& self, const py::object& source,
+               const py::object& dtype, std::optional<double> timeout) {
+  const hrx::View view = ViewOf(source, "src");
+  const py::dtype type = PlainDtype(dtype);
   const uint64_t item = static_cast<uint64_t>(type.itemsize());
   if (view.length() % item != 0) {
-    Raise(absl::InvalidArgumentError(absl::StrFormat(
+    RaiseInvalid(absl::StrFormat(
         "a %u-byte range is not a whole number of %u-byte %s elements. Fix: "
         "read a view sized for the dtype.",
-        view.length(), item, std::string(py::str(dtype)))));
+        view.length(), item, std::string(py::str(py::object(type)))));
   }
-  py::array out = py::module_::import("numpy").attr("empty")(
-      view.length() / item, type);
+  py::array out =
+      py::module_::import("numpy").attr("empty")(view.length() / item, type);
   std::span<uint8_t> bytes(static_cast<uint8_t*>(out.mutable_data()),
                            view.length());
-  Ok(self.Unlocked([&](hrx::Stream& s) { return s.ReadBlocking(view, bytes, Deadline(timeout));
+  Ok(self.Run([&](hrx::Stream& s) {
+    return s.ReadBlocking(view, bytes, Deadline(timeout));
   }));
   return out;
 }
 
 void ReadInto(PyStream& self, const py::object& source, py::array out,
               std::optional<double> timeout) {
-  const hrx::View view = ViewOf(source);
+  const hrx::View view = ViewOf(source, "src");
+  PlainDtype(out.attr("dtype"));
   if (!(out.flags() & py::array::c_style) || !out.writeable()) {
-    Raise(absl::InvalidArgumentError(
-        "the destination is not a writable C-contiguous array. Fix: pass "
-        "numpy.empty(...) or numpy.ascontiguousarray(...)."));
+    RaiseInvalid(absl::StrFormat(
+        "the destination (%u bytes, %s) is not a writable C-contiguous "
+        "array. Fix: pass numpy.empty(...) or numpy.ascontiguousarray(...).",
+        out.nbytes(), out.writeable() ? "writable" : "read-only"));
+  }
+  if (static_cast<uint64_t>(out.nbytes()) != view.length()) {
+    RaiseInvalid(absl::StrFormat(
+        "the destination holds %u bytes, the source %u. Fix: pass an array "
+        "of exactly the source's size.",
+        out.nbytes(), view.length()));
   }
   std::span<uint8_t> bytes(static_cast<uint8_t*>(out.mutable_data()),
                            static_cast<size_t>(out.nbytes()));
-  Ok(self.Unlocked([&](hrx::Stream& s) { return s.ReadBlocking(view, bytes, Deadline(timeout));
+  Ok(self.Run([&](hrx::Stream& s) {
+    return s.ReadBlocking(view, bytes, Deadline(timeout));
   }));
 }
 
-hrx::Kernel LoadKernel(PyStream& self, const py::object& code,
-                       const std::string& entry) {
-  if (py::isinstance<py::str>(code) ||
-      py::hasattr(code, "__fspath__")) {
-    const std::string path = py::str(
-        py::module_::import("os").attr("fspath")(code));
-    return Ok(self.Unlocked([&](hrx::Stream& s) { return s.LoadKernelFile(path, entry); }));
+Holder<hrx::Kernel> LoadKernel(PyStream& self, const py::object& code,
+                               const std::string& entry) {
+  if (py::isinstance<py::str>(code) || py::hasattr(code, "__fspath__")) {
+    const std::string path =
+        py::str(py::module_::import("os").attr("fspath")(code));
+    return Holder<hrx::Kernel>(new hrx::Kernel(Ok(self.Run(
+        [&](hrx::Stream& s) { return s.LoadKernelFile(path, entry); }))));
   }
   py::object keep;
   std::span<const uint8_t> bytes = BytesOf(code, &keep);
-  return Ok(self.Unlocked([&](hrx::Stream& s) { return s.LoadKernel(bytes, entry); }));
+  return Holder<hrx::Kernel>(new hrx::Kernel(
+      Ok(self.Run([&](hrx::Stream& s) { return s.LoadKernel(bytes, entry); }))));
 }
 
 // The zero-copy array over a buffer's mapping: numpy.frombuffer over the
 // Mapping, which the array keeps alive (unmapped when the last view goes).
 py::array Map(const hrx::Buffer& buffer, const py::object& dtype) {
-  hrx::Mapping mapping = Ok(Unlocked([&] { return buffer.Map(); }));
+  const py::dtype type = PlainDtype(dtype);
+  const uint64_t item = static_cast<uint64_t>(type.itemsize());
+  if (buffer.bytes() % item != 0) {
+    RaiseInvalid(absl::StrFormat(
+        "a %u-byte buffer is not a whole number of %u-byte %s elements. Fix: "
+        "map it as a dtype that divides its size, or as uint8.",
+        buffer.bytes(), item, std::string(py::str(py::object(type)))));
+  }
+  Holder<hrx::Mapping> mapping(new hrx::Mapping(
+      Ok(Unlocked([&] { return buffer.Map(); }))));
   py::object owner = py::cast(std::move(mapping));
-  return py::module_::import("numpy").attr("frombuffer")(owner, dtype);
+  return py::module_::import("numpy").attr("frombuffer")(owner, type);
+}
+
+template <typename T>
+Holder<T> Held(T value) {
+  return Holder<T>(new T(std::move(value)));
 }
 
 }  // namespace
@@ -227,17 +339,21 @@ PYBIND11_MODULE(_hrx, m) {
   py::class_<hrx::View>(m, "View", "A checked byte range of a buffer.")
       .def_property_readonly("offset", &hrx::View::offset)
       .def_property_readonly("nbytes", &hrx::View::length)
-      .def("slice",
-           [](const hrx::View& self, uint64_t offset, uint64_t length) {
-             return Ok(self.Slice(offset, length));
-           },
-           py::arg("offset"), py::arg("nbytes"))
+      .def(
+          "slice",
+          [](const hrx::View& self, const py::object& offset,
+             const py::object& length) {
+            return Ok(self.Slice(Unsigned(offset, "offset"),
+                                 Unsigned(length, "nbytes")));
+          },
+          py::arg("offset"), py::arg("nbytes"))
       .def("__repr__", [](const hrx::View& self) {
         return absl::StrFormat("<hrx.View offset=%u nbytes=%u>", self.offset(),
                                self.length());
       });
 
-  py::class_<hrx::Mapping>(m, "Mapping", py::buffer_protocol())
+  py::class_<hrx::Mapping, Holder<hrx::Mapping>>(m, "Mapping",
+                                                 py::buffer_protocol())
       .def_buffer([](hrx::Mapping& self) {
         return py::buffer_info(self.bytes().data(), 1,
                                py::format_descriptor<uint8_t>::format(), 1,
@@ -245,30 +361,37 @@ PYBIND11_MODULE(_hrx, m) {
                                /*readonly=*/false);
       });
 
-  py::class_<hrx::Buffer>(m, "Buffer", "Device memory owned by the daemon.")
+  py::class_<hrx::Buffer, Holder<hrx::Buffer>>(
+      m, "Buffer", "Device memory owned by the daemon.")
       .def_property_readonly("nbytes", &hrx::Buffer::bytes)
       .def_property_readonly("allocation_id", &hrx::Buffer::allocation_id)
-      .def("view",
-           [](const hrx::Buffer& self, uint64_t offset,
-              std::optional<uint64_t> length) {
-             return Ok(self.Slice(
-                 offset, length.value_or(self.bytes() - std::min(offset, self.bytes()))));
-           },
-           py::arg("offset") = 0, py::arg("nbytes") = py::none())
+      .def(
+          "view",
+          [](const hrx::Buffer& self, const py::object& offset,
+             const py::object& length) {
+            const uint64_t start = Unsigned(offset, "offset");
+            const uint64_t size =
+                length.is_none() ? self.bytes() - std::min(start, self.bytes())
+                                 : Unsigned(length, "nbytes");
+            return Ok(self.Slice(start, size));
+          },
+          py::arg("offset") = 0, py::arg("nbytes") = py::none())
       .def("map", &Map, py::arg("dtype") = "uint8",
            "A numpy array over the buffer's memory, shared with the daemon "
            "(shared buffers only; docs/resident-handles.md for coherence).")
       .def("grant_to_session",
-           [](const hrx::Buffer& self, uint64_t session) {
-             return Ok(Unlocked([&] { return self.GrantToSession(session); }));
+           [](const hrx::Buffer& self, const py::object& session) {
+             const uint64_t id = Unsigned(session, "session");
+             return Ok(Unlocked([&] { return self.GrantToSession(id); }));
            })
       .def("grant_to_tenant",
            [](const hrx::Buffer& self, const std::string& tenant) {
              return Ok(Unlocked([&] { return self.GrantToTenant(tenant); }));
            })
       .def("revoke",
-           [](const hrx::Buffer& self, uint64_t grant) {
-             Ok(Unlocked([&] { return self.Revoke(grant); }));
+           [](const hrx::Buffer& self, const py::object& grant) {
+             const uint64_t id = Unsigned(grant, "grant");
+             Ok(Unlocked([&] { return self.Revoke(id); }));
            })
       .def("free",
            [](hrx::Buffer& self) { Ok(Unlocked([&] { return self.Free(); })); })
@@ -276,11 +399,12 @@ PYBIND11_MODULE(_hrx, m) {
         return absl::StrFormat("<hrx.Buffer nbytes=%u>", self.bytes());
       });
 
-  py::class_<hrx::Kernel>(m, "Kernel")
+  py::class_<hrx::Kernel, Holder<hrx::Kernel>>(m, "Kernel")
       .def_property_readonly("symbol", &hrx::Kernel::symbol)
-      .def_property_readonly(
-          "constant_bytes",
-          [](const hrx::Kernel& self) { return self.info().constant_byte_length; })
+      .def_property_readonly("constant_bytes",
+                             [](const hrx::Kernel& self) {
+                               return self.info().constant_byte_length;
+                             })
       .def_property_readonly(
           "buffer_count",
           [](const hrx::Kernel& self) { return self.info().binding_count; })
@@ -292,56 +416,73 @@ PYBIND11_MODULE(_hrx, m) {
         return sizes;
       });
 
-  py::class_<hrx::Event>(m, "Event", "A point of a stream's timeline.")
+  py::class_<hrx::Event, Holder<hrx::Event>>(m, "Event",
+                                             "A point of a stream's timeline.")
       .def_property_readonly("id", &hrx::Event::id)
-      .def("is_complete",
-           [](const hrx::Event& self, std::optional<double> timeout) {
-             return Ok(Unlocked([&] { return self.IsComplete(Deadline(timeout)); }));
-           },
-           py::arg("timeout") = py::none())
-      .def("synchronize",
-           [](const hrx::Event& self, std::optional<double> timeout) {
-             Ok(Unlocked([&] { return self.Synchronize(Deadline(timeout)); }));
-           },
-           py::arg("timeout") = py::none());
+      .def(
+          "is_complete",
+          [](const hrx::Event& self, std::optional<double> timeout) {
+            return Ok(
+                Unlocked([&] { return self.IsComplete(Deadline(timeout)); }));
+          },
+          py::arg("timeout") = py::none())
+      .def(
+          "synchronize",
+          [](const hrx::Event& self, std::optional<double> timeout) {
+            Ok(Unlocked([&] { return self.Synchronize(Deadline(timeout)); }));
+          },
+          py::arg("timeout") = py::none());
 
-  py::class_<hrx::Node>(m, "Node")
-      .def_readonly("index", &hrx::Node::index);
-  py::class_<hrx::GraphExec>(m, "GraphExec")
+  py::class_<hrx::Node>(m, "Node").def_readonly("index", &hrx::Node::index);
+  py::class_<hrx::GraphExec, Holder<hrx::GraphExec>>(m, "GraphExec")
       .def_property_readonly("node_count", &hrx::GraphExec::node_count)
       .def("clear_failure", [](hrx::GraphExec& self) {
         Ok(Unlocked([&] { return self.ClearFailure(); }));
       });
-  py::class_<hrx::Graph>(m, "Graph",
-                         "Commands recorded once and replayed by launch().")
+  py::class_<hrx::Graph, Holder<hrx::Graph>>(
+      m, "Graph", "Commands recorded once and replayed by launch().")
       .def_property_readonly("size", &hrx::Graph::size)
-      .def("fill",
-           [](hrx::Graph& self, const py::object& dst, uint8_t value,
-              const py::sequence& after) {
-             return Ok(self.Fill(NodesOf(after), ViewOf(dst), value));
-           },
-           py::arg("dst"), py::arg("value"), py::arg("after") = py::tuple())
-      .def("copy",
-           [](hrx::Graph& self, const py::object& dst, const py::object& src,
-              const py::sequence& after) {
-             return Ok(self.Copy(NodesOf(after), ViewOf(dst), ViewOf(src)));
-           },
-           py::arg("dst"), py::arg("src"), py::arg("after") = py::tuple())
+      .def(
+          "fill",
+          [](hrx::Graph& self, const py::object& dst, const py::object& value,
+             const py::iterable& after) {
+            const hrx::View view = ViewOf(dst, "dst");
+            const auto byte = static_cast<uint8_t>(Unsigned(value, "value", 255));
+            const std::vector<hrx::Node> nodes = NodesOf(after);
+            return Ok(Unlocked([&] { return self.Fill(nodes, view, byte); }));
+          },
+          py::arg("dst"), py::arg("value"), py::arg("after") = py::tuple())
+      .def(
+          "copy",
+          [](hrx::Graph& self, const py::object& dst, const py::object& src,
+             const py::iterable& after) {
+            const hrx::View to = ViewOf(dst, "dst"), from = ViewOf(src, "src");
+            const std::vector<hrx::Node> nodes = NodesOf(after);
+            return Ok(Unlocked([&] { return self.Copy(nodes, to, from); }));
+          },
+          py::arg("dst"), py::arg("src"), py::arg("after") = py::tuple())
       .def("_dispatch",
-           [](hrx::Graph& self, const hrx::Kernel& kernel, hrx::Dim3 grid,
-              hrx::Dim3 block, const py::bytes& constants,
-              const py::sequence& buffers, const py::sequence& after) {
+           [](hrx::Graph& self, const hrx::Kernel& kernel,
+              const py::object& grid, const py::object& block,
+              const py::object& constants, const py::iterable& buffers,
+              const py::iterable& after) {
+             const hrx::Dim3 g = Dim3Of(grid, "grid"), b = Dim3Of(block, "block");
+             const hrx::Constants packed = ConstantsOf(constants);
              const std::vector<hrx::View> views = ViewsOf(buffers);
-             return Ok(self.Dispatch(NodesOf(after), kernel, grid, block,
-                                     ConstantsOf(constants), views));
+             const std::vector<hrx::Node> nodes = NodesOf(after);
+             return Ok(Unlocked([&] {
+               return self.Dispatch(nodes, kernel, g, b, packed, views);
+             }));
            })
-      .def("join",
-           [](hrx::Graph& self, const py::sequence& after) {
-             return Ok(self.Join(NodesOf(after)));
-           },
-           py::arg("after"))
+      .def(
+          "join",
+          [](hrx::Graph& self, const py::iterable& after) {
+            const std::vector<hrx::Node> nodes = NodesOf(after);
+            return Ok(Unlocked([&] { return self.Join(nodes); }));
+          },
+          py::arg("after"))
       .def("finish", [](hrx::Graph& self) {
-        return Ok(Unlocked([&] { return self.Finish(); }));
+        return Held(Ok(Unlocked([&] { return self.Finish(); })));
       });
 
   py::class_<PyStream>(m, "Stream", "An ordered timeline of device work.")
@@ -350,49 +491,64 @@ PYBIND11_MODULE(_hrx, m) {
            [](PyStream& self, const py::object& type, const py::object&,
               const py::object&) {
              // Leaving normally waits for the work; leaving by an exception
-             // only ends the stream (hrxd drains it).
-             if (type.is_none()) {
-               Ok(self.Unlocked([&](hrx::Stream& s) { return s.Synchronize(); }));
+             // only ends the stream (hrxd drains it). Either way it ends.
+             if (type.is_none() && !self.closed()) {
+               absl::Status synced =
+                   self.Run([](hrx::Stream& s) { return s.Synchronize(); });
+               self.Close();
+               Ok(synced);
              }
              self.Close();
              return false;
            })
       .def("close", &PyStream::Close)
-      .def_property_readonly("queue",
-                             [](PyStream& self) { return self.get().queue(); })
-      .def("allocate",
-           [](PyStream& self, uint64_t nbytes, bool zeroed, bool shared) {
-             return Ok(self.Unlocked([&](hrx::Stream& s) {
-               return shared   ? s.AllocateShared(nbytes)
-                      : zeroed ? s.AllocateZeroed(nbytes)
-                               : s.Allocate(nbytes);
-             }));
-           },
-           py::arg("nbytes"), py::arg("zeroed") = false,
-           py::arg("shared") = false,
-           "Device memory; shared=True gives memory a client can map "
-           "(zero-filled), zeroed=True device memory of zeros.")
+      .def_property_readonly(
+          "queue",
+          [](PyStream& self) {
+            return self.Run([](hrx::Stream& s) { return s.queue(); });
+          })
+      .def(
+          "allocate",
+          [](PyStream& self, const py::object& nbytes, bool zeroed,
+             bool shared) {
+            const uint64_t size = Unsigned(nbytes, "nbytes");
+            return Held(Ok(self.Run([&](hrx::Stream& s) {
+              return shared   ? s.AllocateShared(size)
+                     : zeroed ? s.AllocateZeroed(size)
+                              : s.Allocate(size);
+            })));
+          },
+          py::arg("nbytes"), py::arg("zeroed") = false,
+          py::arg("shared") = false,
+          "Device memory; shared=True gives memory a client can map "
+          "(zero-filled), zeroed=True device memory of zeros.")
       .def("import_grant",
-           [](PyStream& self, uint64_t grant) {
-             return Ok(self.Unlocked([&](hrx::Stream& s) { return s.Import(grant); }));
+           [](PyStream& self, const py::object& grant) {
+             const uint64_t id = Unsigned(grant, "grant");
+             return Held(
+                 Ok(self.Run([&](hrx::Stream& s) { return s.Import(id); })));
            })
       .def("fill",
-           [](PyStream& self, const py::object& dst, uint8_t value) {
-             Ok(self.get().Fill(ViewOf(dst), value));
+           [](PyStream& self, const py::object& dst, const py::object& value) {
+             const hrx::View view = ViewOf(dst, "dst");
+             const auto byte = static_cast<uint8_t>(Unsigned(value, "value", 255));
+             Ok(self.Run([&](hrx::Stream& s) { return s.Fill(view, byte); }));
            })
       .def("copy",
            [](PyStream& self, const py::object& dst, const py::object& src) {
-             Ok(self.get().Copy(ViewOf(dst), ViewOf(src)));
+             const hrx::View to = ViewOf(dst, "dst"), from = ViewOf(src, "src");
+             Ok(self.Run([&](hrx::Stream& s) { return s.Copy(to, from); }));
            })
-      .def("upload",
-           [](PyStream& self, const py::object& dst, const py::object& data) {
-             py::object keep;
-             std::span<const uint8_t> bytes = BytesOf(data, &keep);
-             const hrx::View view = ViewOf(dst);
-             Ok(self.Unlocked([&](hrx::Stream& s) { return s.Upload(view, bytes); }));
-           },
-           py::arg("dst"), py::arg("data"),
-           "Writes the array's bytes at dst's start (copied before return).")
+      .def(
+          "upload",
+          [](PyStream& self, const py::object& dst, const py::object& data) {
+            const hrx::View view = ViewOf(dst, "dst");
+            py::object keep;
+            std::span<const uint8_t> bytes = BytesOf(data, &keep);
+            Ok(self.Run([&](hrx::Stream& s) { return s.Upload(view, bytes); }));
+          },
+          py::arg("dst"), py::arg("data"),
+          "Writes the array's bytes at dst's start (copied before return).")
       .def("read", &Read, py::arg("src"), py::arg("dtype") = "uint8",
            py::arg("timeout") = py::none(),
            "A new numpy array of src's bytes, after all earlier work.")
@@ -401,51 +557,68 @@ PYBIND11_MODULE(_hrx, m) {
       .def("load_kernel", &LoadKernel, py::arg("code"), py::arg("entry"),
            "A kernel from a path or from the code object's bytes.")
       .def("_dispatch",
-           [](PyStream& self, const hrx::Kernel& kernel, hrx::Dim3 grid,
-              hrx::Dim3 block, const py::bytes& constants,
-              const py::sequence& buffers) {
+           [](PyStream& self, const hrx::Kernel& kernel, const py::object& grid,
+              const py::object& block, const py::object& constants,
+              const py::iterable& buffers) {
+             const hrx::Dim3 g = Dim3Of(grid, "grid"), b = Dim3Of(block, "block");
+             const hrx::Constants packed = ConstantsOf(constants);
              const std::vector<hrx::View> views = ViewsOf(buffers);
-             Ok(self.get().Dispatch(kernel, grid, block, ConstantsOf(constants),
-                                    views));
+             Ok(self.Run([&](hrx::Stream& s) {
+               return s.Dispatch(kernel, g, b, packed, views);
+             }));
            })
       .def("record_event",
-           [](PyStream& self) { return Ok(self.get().RecordEvent()); })
+           [](PyStream& self) {
+             return Held(
+                 Ok(self.Run([](hrx::Stream& s) { return s.RecordEvent(); })));
+           })
       .def("wait_event",
            [](PyStream& self, const hrx::Event& event) {
-             Ok(self.get().WaitEvent(event));
+             Ok(self.Run([&](hrx::Stream& s) { return s.WaitEvent(event); }));
            })
-      .def("graph", [](PyStream& self) { return self.get().BeginGraph(); })
+      .def("graph",
+           [](PyStream& self) {
+             return Held(self.Run([](hrx::Stream& s) { return s.BeginGraph(); }));
+           })
       .def("launch",
            [](PyStream& self, const hrx::GraphExec& exec) {
-             Ok(self.get().Launch(exec));
+             Ok(self.Run([&](hrx::Stream& s) { return s.Launch(exec); }));
            })
-      .def("flush",
-           [](PyStream& self, std::optional<double> timeout) {
-             Ok(self.Unlocked([&](hrx::Stream& s) { return s.Flush(Deadline(timeout)); }));
-           },
-           py::arg("timeout") = py::none())
-      .def("synchronize",
-           [](PyStream& self, std::optional<double> timeout) {
-             Ok(self.Unlocked([&](hrx::Stream& s) { return s.Synchronize(Deadline(timeout)); }));
-           },
-           py::arg("timeout") = py::none())
-      .def("is_idle",
-           [](PyStream& self, std::optional<double> timeout) {
-             return Ok(
-                 self.Unlocked([&](hrx::Stream& s) { return s.IsIdle(Deadline(timeout)); }));
-           },
-           py::arg("timeout") = py::none());
+      .def(
+          "flush",
+          [](PyStream& self, std::optional<double> timeout) {
+            Ok(self.Run(
+                [&](hrx::Stream& s) { return s.Flush(Deadline(timeout)); }));
+          },
+          py::arg("timeout") = py::none())
+      .def(
+          "synchronize",
+          [](PyStream& self, std::optional<double> timeout) {
+            Ok(self.Run(
+                [&](hrx::Stream& s) { return s.Synchronize(Deadline(timeout)); }));
+          },
+          py::arg("timeout") = py::none())
+      .def(
+          "is_idle",
+          [](PyStream& self, std::optional<double> timeout) {
+            return Ok(self.Run(
+                [&](hrx::Stream& s) { return s.IsIdle(Deadline(timeout)); }));
+          },
+          py::arg("timeout") = py::none());
 
   py::class_<hrx::Device>(m, "Device")
-      .def_property_readonly("backend",
-                             [](const hrx::Device& d) { return d.info().backend; })
+      .def_property_readonly(
+          "backend", [](const hrx::Device& d) { return d.info().backend; })
       .def_property_readonly("name",
                              [](const hrx::Device& d) { return d.info().name; })
       .def_property_readonly("target", &hrx::Device::target)
       .def_property_readonly(
-          "memory_bytes", [](const hrx::Device& d) { return d.info().memory_bytes; })
+          "memory_bytes",
+          [](const hrx::Device& d) { return d.info().memory_bytes; })
       .def("stream", [](const hrx::Device& self) {
-        return PyStream(Ok(Unlocked([&] { return self.CreateStream(); })));
+        auto stream = std::make_unique<hrx::Stream>(
+            Ok(Unlocked([&] { return self.CreateStream(); })));
+        return std::make_unique<PyStream>(std::move(stream), kStreamClosed);
       });
 
   py::class_<PyClient>(m, "Client", "A session with hrxd.")
@@ -457,26 +630,38 @@ PYBIND11_MODULE(_hrx, m) {
              return false;
            })
       .def("close", &PyClient::Close)
-      .def_property_readonly(
-          "session", [](PyClient& self) { return self.get().session().session; })
-      .def_property_readonly(
-          "socket_path", [](PyClient& self) { return self.get().socket_path(); })
-      .def("device",
-           [](PyClient& self, int index) {
-             return Ok(self.Unlocked([&](hrx::Client& c) { return c.OpenDevice(index); }));
-           },
-           py::arg("index") = 0);
+      .def_property_readonly("session",
+                             [](PyClient& self) {
+                               return self.Run([](hrx::Client& c) {
+                                 return c.session().session;
+                               });
+                             })
+      .def_property_readonly("socket_path",
+                             [](PyClient& self) {
+                               return self.Run(
+                                   [](hrx::Client& c) { return c.socket_path(); });
+                             })
+      .def(
+          "device",
+          [](PyClient& self, const py::object& index) {
+            const int device = static_cast<int>(Unsigned(index, "index", INT32_MAX));
+            return Ok(
+                self.Run([&](hrx::Client& c) { return c.OpenDevice(device); }));
+          },
+          py::arg("index") = 0);
 
-  m.def("connect",
-        [](const std::string& socket, const std::string& name,
-           std::optional<double> timeout) {
-          hrx::ConnectOptions options;
-          options.socket_path = socket;
-          options.client_name = name;
-          if (timeout) options.default_timeout = absl::Seconds(*timeout);
-          return PyClient(
-              Ok(Unlocked([&] { return hrx::Client::Connect(options); })));
-        },
-        py::arg("socket") = "", py::arg("name") = "",
-        py::arg("timeout") = py::none());
+  m.def(
+      "connect",
+      [](const std::string& socket, const std::string& name,
+         std::optional<double> timeout) {
+        hrx::ConnectOptions options;
+        options.socket_path = socket;
+        options.client_name = name;
+        if (timeout) options.default_timeout = absl::Seconds(*timeout);
+        return std::make_unique<PyClient>(
+            Ok(Unlocked([&] { return hrx::Client::Connect(options); })),
+            kClientClosed);
+      },
+      py::arg("socket") = "", py::arg("name") = "",
+      py::arg("timeout") = py::none());
 }

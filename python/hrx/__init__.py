@@ -16,6 +16,8 @@ uses, with no copy. Every refusal raises an hrx.Error subclass named after
 its status code (hrx.NotFound, hrx.InvalidArgument, ...) whose `reason` is
 the daemon's reason token, e.g. "stale_handle" (docs/protocol.md).
 """
+import operator as _operator
+
 import numpy as _np
 
 from hrx import _hrx
@@ -41,6 +43,9 @@ class Error(Exception):
         self.code = code
         self.reason = reason
         self.message = message
+
+    def __reduce__(self):  # picklable, e.g. across a multiprocessing pool
+        return (type(self), (self.code_value, self.code, self.reason, self.message))
 
 
 def _error_class(name):
@@ -98,7 +103,13 @@ def constants(kernel, *values):
                 f"scalar {index} of kernel {kernel.symbol} is a Python {type(value).__name__}. "
                 "Fix: give it a numpy type, e.g. numpy.float32(x)."))
         else:
-            data = int(value).to_bytes(size, "little", signed=int(value) < 0)
+            number = _operator.index(value)
+            low, high = (-(1 << (8 * size - 1)), (1 << (8 * size)) - 1)
+            if not low <= number <= high:
+                raise InvalidArgument(3, "INVALID_ARGUMENT", "", (
+                    f"scalar {index} of kernel {kernel.symbol} is {number}, which does not fit "
+                    f"its {size} bytes [{low}, {high}]. Fix: pass a value in that range."))
+            data = number.to_bytes(size, "little", signed=number < 0)
         if len(data) != size:
             raise InvalidArgument(3, "INVALID_ARGUMENT", "", (
                 f"scalar {index} of kernel {kernel.symbol} is {size} bytes, "
@@ -108,7 +119,7 @@ def constants(kernel, *values):
 
 
 def _packed(kernel, values):
-    return values if isinstance(values, (bytes, bytearray)) else constants(kernel, *values)
+    return values if isinstance(values, (bytes, bytearray, memoryview)) else constants(kernel, *values)
 
 
 def _stream_dispatch(self, kernel, grid, block, constants=(), buffers=()):
@@ -117,18 +128,12 @@ def _stream_dispatch(self, kernel, grid, block, constants=(), buffers=()):
     constants: the scalar arguments (see hrx.constants) or packed bytes;
     buffers: one Buffer or View per buffer argument, in declaration order.
     """
-    self._dispatch(kernel, _dim3(grid), _dim3(block), _packed(kernel, constants), list(buffers))
+    self._dispatch(kernel, grid, block, _packed(kernel, constants), buffers)
 
 
 def _graph_dispatch(self, kernel, grid, block, constants=(), buffers=(), after=()):
     """Records a dispatch node that runs after the nodes in `after`."""
-    return self._dispatch(kernel, _dim3(grid), _dim3(block), _packed(kernel, constants),
-                          list(buffers), list(after))
-
-
-def _dim3(value):
-    value = (value,) if isinstance(value, int) else tuple(value)
-    return list(value) + [1] * (3 - len(value))
+    return self._dispatch(kernel, grid, block, _packed(kernel, constants), buffers, after)
 
 
 Stream.dispatch = _stream_dispatch

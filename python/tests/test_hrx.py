@@ -182,6 +182,82 @@ def test_a_grant_to_another_session_is_not_importable_here(stream, client):
     buffer = stream.allocate(64, shared=True)
     with hrx.connect() as other:
         grant = buffer.grant_to_session(other.session)
-    with pytest.raises(hrx.Error) as refused:
-        stream.import_grant(grant)
-    assert refused.value.reason
+        with pytest.raises(hrx.PermissionDenied) as refused:
+            stream.import_grant(grant)
+    assert refused.value.reason == "grant_not_yours"
+
+
+@pytest.mark.parametrize("dtype", [str, "S", "V", object, [("a", "i4"), ("b", "O")]])
+def test_dtypes_without_plain_bytes_are_refused(stream, dtype):
+    buffer = stream.allocate(64, shared=True)
+    with pytest.raises(hrx.InvalidArgument, match="Fix: use a numeric dtype"):
+        stream.read(buffer, dtype=dtype)
+    with pytest.raises(hrx.InvalidArgument, match="Fix: use a numeric dtype"):
+        buffer.map(dtype)
+    if dtype is object:
+        with pytest.raises(hrx.InvalidArgument, match="Python object references"):
+            stream.upload(buffer, np.array([object()] * 8, dtype=object))
+        with pytest.raises(hrx.InvalidArgument, match="Python object references"):
+            stream.read_into(buffer, np.empty(8, dtype=object))
+
+
+def test_bad_arguments_are_refused_with_numbers(stream):
+    buffer = stream.allocate(64)
+    with pytest.raises(hrx.InvalidArgument, match=r"nbytes is -1, outside \[0, "):
+        stream.allocate(-1)
+    with pytest.raises(hrx.InvalidArgument, match=r"value is 256, outside \[0, 255\]"):
+        stream.fill(buffer, 256)
+    with pytest.raises(hrx.InvalidArgument, match="dst is a bytes. Fix: pass an hrx.Buffer"):
+        stream.fill(b"x", 1)
+    with pytest.raises(hrx.InvalidArgument, match="destination holds 32 bytes, the source 64"):
+        stream.read_into(buffer, np.empty(32, dtype=np.uint8))
+    with pytest.raises(hrx.InvalidArgument, match="64-byte buffer is not a whole number of 24-byte"):
+        stream.allocate(64, shared=True).map(np.dtype((np.uint8, 24)))
+
+
+def test_bad_launch_shapes_are_refused(stream, saxpy_path):
+    kernel = stream.load_kernel(saxpy_path, "saxpy")
+    x = stream.allocate(1024)
+    packed = hrx.constants(kernel, 256, np.float32(1))
+    with pytest.raises(hrx.InvalidArgument, match="grid has 4 dimensions"):
+        stream.dispatch(kernel, (1, 1, 1, 1), 256, constants=packed, buffers=(x, x))
+    with pytest.raises(hrx.InvalidArgument, match=r"block is 4294967296, outside \[0, 4294967295\]"):
+        stream.dispatch(kernel, 1, 1 << 32, constants=packed, buffers=(x, x))
+    with pytest.raises(hrx.InvalidArgument, match=r"scalar 0 of kernel saxpy is 4294967296"):
+        hrx.constants(kernel, 1 << 32, np.float32(1))
+    # numpy integers and bytearray constants are accepted.
+    stream.dispatch(kernel, np.int64(1), [256], constants=bytearray(packed), buffers=(x, x))
+    stream.synchronize()
+
+
+def test_errors_pickle(stream):
+    import pickle
+    with pytest.raises(hrx.InvalidArgument) as refused:
+        stream.allocate(64).view(100, 1)
+    again = pickle.loads(pickle.dumps(refused.value))
+    assert type(again) is hrx.InvalidArgument
+    assert (again.code, again.reason) == ("INVALID_ARGUMENT", "view_out_of_range")
+
+
+def test_closing_a_stream_while_another_thread_waits_on_it(client):
+    """close() waits for the call in progress; later calls are refused."""
+    import threading
+    stream = client.device().stream()
+    buffer = stream.allocate(8 << 20)
+    results = []
+
+    def reader():
+        for _ in range(20):
+            try:
+                results.append(int(stream.read(buffer)[-1]))
+            except hrx.FailedPrecondition as closed:
+                results.append(closed.message)
+                return
+
+    thread = threading.Thread(target=reader)
+    stream.fill(buffer, 5)
+    thread.start()
+    stream.close()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert all(r == 5 or "stream is closed" in r for r in results)

@@ -32,7 +32,13 @@ headers_compile_alone() {
 check "every public header compiles alone" headers_compile_alone
 
 only_public_includes() {
-  ! grep -n '#include "' "$prefix"/include/hrx/*.h | grep -v -e '"hrx/' -e '"absl/'
+  # Quoted includes name only hrx/ and absl/; angle brackets only the
+  # standard library (no '/' or '.h': <grpcpp/...> would compile here, where
+  # gRPC's headers are installed, and nowhere else).
+  local stray
+  stray="$(grep -hn '#include' "$prefix"/include/hrx/*.h |
+    grep -v -e '#include "hrx/' -e '#include "absl/' -e '#include <[a-z_]*>' -e '#include <stdint.h>' -e '#include <unistd.h>' || true)"
+  if [ -n "$stray" ]; then echo "$stray"; return 1; fi
 }
 check "public headers include only hrx/ and absl/" only_public_includes
 
@@ -64,10 +70,25 @@ run_shared() {
 }
 check "hello (shared libhrx) runs against a daemon" run_shared
 run_static() {
-  ! ldd "$HRX_TEST_DIR/hello_static" | grep -q libhrx
+  if ldd "$HRX_TEST_DIR/hello_static" | grep libhrx; then return 1; fi
   "$HRX_TEST_DIR/hello_static" | tee /dev/stderr | grep -qx "hello: ok"
 }
 check "hello (static libhrx) runs against a daemon" run_static
+
+# The other examples too: they use kernels, constants, graphs, events,
+# grants and mappings, so their links prove those symbols are exported.
+other_examples_build_and_run() {
+  for name in saxpy share graph; do
+    # shellcheck disable=SC2046
+    g++ "${sanitize[@]}" "$runfiles/examples/$name.cc" -I"$runfiles/examples" \
+      $(pkg-config --cflags --libs hrx) -o "$HRX_TEST_DIR/$name"
+  done
+  export LD_LIBRARY_PATH="$libdir"
+  "$HRX_TEST_DIR/saxpy" "$runfiles/tests/kernels/saxpy.so" | grep -qx "saxpy: ok"
+  "$HRX_TEST_DIR/share" | grep -qx "share: ok"
+  "$HRX_TEST_DIR/graph" 10 | grep -qx "graph: ok"
+}
+check "saxpy, share and graph build against it and run" other_examples_build_and_run
 
 exported_api_only() {
   # The shared library exports the public API, not the wire messages or
@@ -75,7 +96,10 @@ exported_api_only() {
   local exported
   exported="$(nm -D --defined-only "$libdir/libhrx.so.0" | c++filt | cut -d' ' -f3-)"
   grep -q '^hrx::Client::Connect(' <<<"$exported"
-  ! grep -E '^(hrx::v1::|hrx::shared::|hrx::client::internal::Connection|google::|grpc)' <<<"$exported"
+  grep -q '^hrx::Constants::FullError(' <<<"$exported"  # Push<T> calls it
+  if grep -E '^(hrx::v1::|hrx::shared::|hrx::client::internal::Connection|hrx::Refusal|hrx::ReasonToken|google::|grpc)' <<<"$exported"; then
+    return 1
+  fi
 }
 check "libhrx.so exports only the public API" exported_api_only
 

@@ -2,6 +2,13 @@
 # one case, prints PASS or FAIL with the case's output, and records it;
 # `finish_cases` writes them as JUnit XML to $XML_OUTPUT_FILE (so make test
 # counts each case) and exits 1 when any failed.
+#
+# A case runs in a subshell with errexit on, outside any `if`, so that every
+# failing command in it fails the case (bash ignores `set -e` in the
+# condition of an `if`, even inside a subshell). Hence a case cannot set
+# variables for later ones, and `! command` in the middle of a case checks
+# nothing (bash's errexit ignores negated commands): write
+# `if command; then return 1; fi` instead.
 HRX_CASES_LOG="$(mktemp /tmp/hrx-case.XXXXXX)"
 hrx_case_names=()
 hrx_case_results=()
@@ -9,7 +16,16 @@ hrx_case_results=()
 check() {
   local name="$1"
   shift
-  if "$@" >"$HRX_CASES_LOG" 2>&1; then
+  local status=0 errexit=0
+  [[ $- == *e* ]] && errexit=1
+  set +e
+  (
+    set -e
+    "$@"
+  ) >"$HRX_CASES_LOG" 2>&1
+  status=$?
+  [ "$errexit" -eq 1 ] && set -e
+  if [ "$status" -eq 0 ]; then
     echo "PASS: $name"
     hrx_case_results+=(pass)
   else

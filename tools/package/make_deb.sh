@@ -70,7 +70,10 @@ depends_of() {
     [ -n "$path" ] || { echo "make_deb: no installed $lib" >&2; exit 1; }
     pkg="$(dpkg -S "$(realpath "$path")" 2>/dev/null | head -1 | cut -d: -f1)" ||
       pkg="$(dpkg -S "$path" | head -1 | cut -d: -f1)"
-    ver="$(dpkg-query -W -f='${Version}' "$pkg" | sed -e 's/-[^-]*$//' -e 's/^[0-9]*://')"
+    # One line per installed architecture of a Multi-Arch package: the first.
+    # The epoch stays (it orders versions); the Debian revision goes, as
+    # dpkg-shlibdeps' shlibs entries do.
+    ver="$(dpkg-query -W -f='${Version}\n' "$pkg" | head -1 | sed -e 's/-[^-]*$//')"
     echo "$pkg (>= $ver)"
   done | sort -u | paste -sd, | sed 's/,/, /g'
 }
