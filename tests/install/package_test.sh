@@ -51,19 +51,19 @@ check "python3-hrx holds the module" has_paths python3-hrx \
   /usr/lib/python3/dist-packages/hrx/__init__.py \
   /usr/lib/python3/dist-packages/hrx/_hrx.cpython-311-x86_64-linux-gnu.so
 control_is_right() {
-  dpkg-deb -I "$debs/hrxd_${version}_amd64.deb" conffiles | grep -qx /etc/hrxd/hrxd.conf
-  dpkg-deb -I "$debs/libhrx0_${version}_amd64.deb" shlibs | grep -qx "libhrx 0 libhrx0 (>= ${version%-*})"
-  dpkg-deb -I "$debs/libhrx0_${version}_amd64.deb" triggers | grep -qx 'activate-noawait ldconfig'
-  field_of libhrx-dev Depends | grep -q "libhrx0 (= $version)"
-  field_of hrxd Depends | grep -q 'libgrpc++1.51 (>= '
-  field_of python3-hrx Depends | grep -q 'python3-numpy'
+  dpkg-deb -I "$debs/hrxd_${version}_amd64.deb" conffiles | grep >/dev/null -x /etc/hrxd/hrxd.conf
+  dpkg-deb -I "$debs/libhrx0_${version}_amd64.deb" shlibs | grep >/dev/null -x "libhrx 0 libhrx0 (>= ${version%-*})"
+  dpkg-deb -I "$debs/libhrx0_${version}_amd64.deb" triggers | grep >/dev/null -x 'activate-noawait ldconfig'
+  field_of libhrx-dev Depends | grep >/dev/null "libhrx0 (= $version)"
+  field_of hrxd Depends | grep >/dev/null 'libgrpc++1.51 (>= '
+  field_of python3-hrx Depends | grep >/dev/null 'python3-numpy'
   [ "$(field_of libhrx0 Package)" = libhrx0 ] && [ "$(field_of hrxd Architecture)" = amd64 ]
 }
 check "control data: conffiles, shlibs, ldconfig trigger, computed Depends" control_is_right
 binaries_are_stripped() {
   for elf in usr/bin/hrxd usr/bin/hrxctl; do
     dpkg-deb --fsys-tarfile "$debs/hrxd_${version}_amd64.deb" | tar -xO "./$elf" >"$HRX_TEST_DIR/elf"
-    ! readelf -S "$HRX_TEST_DIR/elf" | grep -q '\.debug_info' || { echo "$elf has debug info"; return 1; }
+    ! readelf -S "$HRX_TEST_DIR/elf" | grep >/dev/null '\.debug_info' || { echo "$elf has debug info"; return 1; }
   done
 }
 check "binaries are stripped" binaries_are_stripped
@@ -170,14 +170,14 @@ print("python ok")'
 check "the installed python3-hrx talks to it" installed_python_works
 installed_pkg_config_works() {
   local sanitize=()
-  objdump -p "$root/usr/lib/$multiarch/libhrx.so.0" | grep -q 'NEEDED.*libasan' &&
+  objdump -p "$root/usr/lib/$multiarch/libhrx.so.0" | grep >/dev/null 'NEEDED.*libasan' &&
     sanitize=(-fsanitize=address,undefined)
   # shellcheck disable=SC2046
   PKG_CONFIG_PATH="$root/usr/lib/$multiarch/pkgconfig" \
     g++ "${sanitize[@]}" "$root/usr/share/hrxd/examples/hello.cc" -I"$root/usr/share/hrxd/examples" \
     $(PKG_CONFIG_PATH="$root/usr/lib/$multiarch/pkgconfig" pkg-config --cflags --libs hrx) \
     -o "$HRX_TEST_DIR/hello"
-  LD_LIBRARY_PATH="$root/usr/lib/$multiarch" "$HRX_TEST_DIR/hello" | grep -qx 'hello: ok'
+  LD_LIBRARY_PATH="$root/usr/lib/$multiarch" "$HRX_TEST_DIR/hello" | grep >/dev/null -x 'hello: ok'
 }
 check "hello builds from libhrx-dev with pkg-config and runs against it" installed_pkg_config_works
 kill -TERM "$HRXD_PID"
@@ -202,7 +202,7 @@ if [ -d /run/systemd/system ] && [ "$(id -u)" = 0 ] && [ -n "${HRX_PACKAGE_TEST_
   system_install() {
     dpkg -i "$debs"/*.deb
     systemctl enable --now hrxd.socket
-    hrxctl --socket=/run/hrxd/hrxd.sock status | grep -q backend
+    hrxctl --socket=/run/hrxd/hrxd.sock status | grep >/dev/null backend
     systemctl is-active hrxd.service
     dpkg --purge python3-hrx libhrx-dev libhrx0 hrxd
   }

@@ -16,7 +16,7 @@ libdir="$prefix/lib/x86_64-linux-gnu"
 # The library as built here: under --config=asan it needs the sanitizers'
 # runtime, and so does whatever links it.
 sanitize=()
-if objdump -p "$libdir/libhrx.so.0" | grep -q 'NEEDED.*libasan'; then
+if objdump -p "$libdir/libhrx.so.0" | grep >/dev/null 'NEEDED.*libasan'; then
   sanitize=(-fsanitize=address,undefined)
 fi
 
@@ -65,13 +65,13 @@ check "hello builds against libhrx.a" build_static
 
 start_daemon
 run_shared() {
-  LD_LIBRARY_PATH="$libdir" ldd "$HRX_TEST_DIR/hello_shared" | grep -q "libhrx.so.0 => $libdir/libhrx.so.0"
-  LD_LIBRARY_PATH="$libdir" "$HRX_TEST_DIR/hello_shared" | tee /dev/stderr | grep -qx "hello: ok"
+  LD_LIBRARY_PATH="$libdir" ldd "$HRX_TEST_DIR/hello_shared" | grep >/dev/null "libhrx.so.0 => $libdir/libhrx.so.0"
+  LD_LIBRARY_PATH="$libdir" "$HRX_TEST_DIR/hello_shared" | tee /dev/stderr | grep >/dev/null -x "hello: ok"
 }
 check "hello (shared libhrx) runs against a daemon" run_shared
 run_static() {
   if ldd "$HRX_TEST_DIR/hello_static" | grep libhrx; then return 1; fi
-  "$HRX_TEST_DIR/hello_static" | tee /dev/stderr | grep -qx "hello: ok"
+  "$HRX_TEST_DIR/hello_static" | tee /dev/stderr | grep >/dev/null -x "hello: ok"
 }
 check "hello (static libhrx) runs against a daemon" run_static
 
@@ -84,9 +84,9 @@ other_examples_build_and_run() {
       $(pkg-config --cflags --libs hrx) -o "$HRX_TEST_DIR/$name"
   done
   export LD_LIBRARY_PATH="$libdir"
-  "$HRX_TEST_DIR/saxpy" "$runfiles/tests/kernels/saxpy.so" | grep -qx "saxpy: ok"
-  "$HRX_TEST_DIR/share" | grep -qx "share: ok"
-  "$HRX_TEST_DIR/graph" 10 | grep -qx "graph: ok"
+  "$HRX_TEST_DIR/saxpy" "$runfiles/tests/kernels/saxpy.so" | grep >/dev/null -x "saxpy: ok"
+  "$HRX_TEST_DIR/share" | grep >/dev/null -x "share: ok"
+  "$HRX_TEST_DIR/graph" 10 | grep >/dev/null -x "graph: ok"
 }
 check "saxpy, share and graph build against it and run" other_examples_build_and_run
 

@@ -8,7 +8,9 @@
 # condition of an `if`, even inside a subshell). Hence a case cannot set
 # variables for later ones, and `! command` in the middle of a case checks
 # nothing (bash's errexit ignores negated commands): write
-# `if command; then return 1; fi` instead.
+# `if command; then return 1; fi` instead. And under pipefail, end a
+# pipeline with `grep >/dev/null PATTERN`, not `grep -q`: -q stops reading
+# at the first match, and the writer's SIGPIPE then fails the pipeline.
 HRX_CASES_LOG="$(mktemp /tmp/hrx-case.XXXXXX)"
 hrx_case_names=()
 hrx_case_results=()

@@ -6,8 +6,13 @@
 # libstdc++ with it: ASan resolves the real __cxa_throw when it starts, and
 # without libstdc++ loaded by then every C++ exception aborts. Python's own
 # allocations are not leaks to report.
+#
+# (grep without -q: under pipefail, grep -q quitting at the first match can
+# kill objdump with SIGPIPE and fail the pipeline, now and then, which left
+# the runtime out and aborted python3 with "ASan runtime does not come
+# first".)
 hrx_python_sanitizer_env() {
-  if objdump -p "$1" 2>/dev/null | grep -q 'NEEDED.*libasan'; then
+  if objdump -p "$1" 2>/dev/null | grep >/dev/null 'NEEDED.*libasan'; then
     LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libstdc++.so.6)"
     export LD_PRELOAD
     # Last, so that it overrides the suite's own ASAN_OPTIONS (.bazelrc).
