@@ -16,14 +16,18 @@ mkdir -p "$prefix"
 # /usr/local/lib too, and installing those is the package's business.
 tar -C "$prefix" -xf "$tree_tar" --no-same-owner --strip-components=2 \
   --exclude='./usr/lib/sysusers.d' --exclude='./usr/lib/tmpfiles.d' ./usr
-# The Python module where Debian's python3 looks under a prefix
-# (/usr/local/lib/python3.11/dist-packages), not the package's
-# /usr/lib/python3/dist-packages.
-python_dir="$prefix/lib/python3.11/dist-packages"
-mkdir -p "$python_dir"
-rm -rf "$python_dir/hrx"
-mv "$prefix/lib/python3/dist-packages/hrx" "$python_dir/hrx"
-rmdir -p "$prefix/lib/python3/dist-packages" 2>/dev/null || true
+# The Python module where Debian's python3 looks: /usr/lib/python3/
+# dist-packages for /usr (as the package has it), PREFIX/lib/python3.11/
+# dist-packages elsewhere (/usr/local/lib/python3.11/dist-packages is on
+# python3's path).
+python_dir="$prefix/lib/python3/dist-packages"
+if [ "$(realpath -m "$prefix")" != /usr ]; then
+  python_dir="$prefix/lib/python3.11/dist-packages"
+  mkdir -p "$python_dir"
+  rm -rf "$python_dir/hrx"
+  mv "$prefix/lib/python3/dist-packages/hrx" "$python_dir/hrx"
+  rmdir -p "$prefix/lib/python3/dist-packages" 2>/dev/null || true
+fi
 libdir="$prefix/lib/x86_64-linux-gnu"
 echo "installed under $prefix:"
 echo "  C++:    PKG_CONFIG_PATH=$libdir/pkgconfig pkg-config --cflags --libs hrx"
