@@ -91,6 +91,10 @@ struct UnlockedDelete {
 template <typename T>
 using Holder = std::unique_ptr<T, UnlockedDelete<T>>;
 
+std::string TypeName(const py::handle& value) {
+  return py::str(py::type::handle_of(value).attr("__name__"));
+}
+
 // A non-negative Python integer (anything with __index__) below `limit`.
 uint64_t Unsigned(const py::handle& value, const char* what,
                   uint64_t limit = std::numeric_limits<uint64_t>::max()) {
@@ -101,7 +105,7 @@ uint64_t Unsigned(const py::handle& value, const char* what,
   } catch (const py::error_already_set&) {
     RaiseInvalid(absl::StrFormat(
         "%s is a %s, not an integer. Fix: pass an int.", what,
-        std::string(py::str(py::type::handle_of(value).attr("__name__")))));
+        TypeName(value)));
   }
   if (number < py::int_(0) || number > py::int_(limit)) {
     RaiseInvalid(absl::StrFormat(
@@ -139,10 +143,6 @@ std::span<const uint8_t> BytesOf(const py::object& data, py::object* keep) {
   py::buffer_info info = py::buffer(*keep).request();
   return {static_cast<const uint8_t*>(info.ptr),
           static_cast<size_t>(info.size * info.itemsize)};
-}
-
-std::string TypeName(const py::handle& value) {
-  return py::str(py::type::handle_of(value).attr("__name__"));
 }
 
 // Where a Buffer or a View is accepted, a Buffer means all of it.
@@ -249,19 +249,26 @@ constexpr char kStreamClosed[] =
     "the stream is closed. Fix: use it inside its `with` block, or create "
     "another.";
 
+// How many `type` elements `bytes` bytes hold; a refusal naming both sizes
+// when they do not divide (`what`: "range", "buffer"; `fix`: the remedy).
+uint64_t ElementsOf(uint64_t bytes, const py::dtype& type, const char* what,
+                    const char* fix) {
+  const uint64_t item = static_cast<uint64_t>(type.itemsize());
+  if (bytes % item != 0) {
+    RaiseInvalid(absl::StrFormat(
+        "a %u-byte %s is not a whole number of %u-byte %s elements. Fix: %s",
+        bytes, what, item, std::string(py::str(py::object(type))), fix));
+  }
+  return bytes / item;
+}
+
 py::array Read(PyStream& self, const py::object& source,
                const py::object& dtype, std::optional<double> timeout) {
   const hrx::View view = ViewOf(source, "src");
   const py::dtype type = PlainDtype(dtype);
-  const uint64_t item = static_cast<uint64_t>(type.itemsize());
-  if (view.length() % item != 0) {
-    RaiseInvalid(absl::StrFormat(
-        "a %u-byte range is not a whole number of %u-byte %s elements. Fix: "
-        "read a view sized for the dtype.",
-        view.length(), item, std::string(py::str(py::object(type)))));
-  }
-  py::array out =
-      py::module_::import("numpy").attr("empty")(view.length() / item, type);
+  const uint64_t count = ElementsOf(view.length(), type, "range",
+                                    "read a view sized for the dtype.");
+  py::array out = py::module_::import("numpy").attr("empty")(count, type);
   std::span<uint8_t> bytes(static_cast<uint8_t*>(out.mutable_data()),
                            view.length());
   Ok(self.Run([&](hrx::Stream& s) {
@@ -311,13 +318,8 @@ Holder<hrx::Kernel> LoadKernel(PyStream& self, const py::object& code,
 // Mapping, which the array keeps alive (unmapped when the last view goes).
 py::array Map(const hrx::Buffer& buffer, const py::object& dtype) {
   const py::dtype type = PlainDtype(dtype);
-  const uint64_t item = static_cast<uint64_t>(type.itemsize());
-  if (buffer.bytes() % item != 0) {
-    RaiseInvalid(absl::StrFormat(
-        "a %u-byte buffer is not a whole number of %u-byte %s elements. Fix: "
-        "map it as a dtype that divides its size, or as uint8.",
-        buffer.bytes(), item, std::string(py::str(py::object(type)))));
-  }
+  ElementsOf(buffer.bytes(), type, "buffer",
+             "map it as a dtype that divides its size, or as uint8.");
   Holder<hrx::Mapping> mapping(new hrx::Mapping(
       Ok(Unlocked([&] { return buffer.Map(); }))));
   py::object owner = py::cast(std::move(mapping));

@@ -170,7 +170,7 @@ print("python ok")'
 check "the installed python3-hrx talks to it" installed_python_works
 installed_pkg_config_works() {
   local sanitize=()
-  objdump -p "$root/usr/lib/$multiarch/libhrx.so.0" | grep >/dev/null 'NEEDED.*libasan' &&
+  hrx_built_with_asan "$root/usr/lib/$multiarch/libhrx.so.0" &&
     sanitize=(-fsanitize=address,undefined)
   # shellcheck disable=SC2046
   PKG_CONFIG_PATH="$root/usr/lib/$multiarch/pkgconfig" \

@@ -8,6 +8,7 @@ runfiles="${TEST_SRCDIR}/${TEST_WORKSPACE}"
 source "$runfiles/tests/shell/daemon.sh"
 prefix="$HRX_TEST_DIR/prefix"
 source "$runfiles/tests/shell/cases.sh"
+source "$runfiles/tools/sanitizers/python_env.sh"
 
 "$runfiles/tools/package/install.sh" "$runfiles/deploy/hrx-install-tree.tar" "$prefix"
 export PKG_CONFIG_PATH="$prefix/lib/x86_64-linux-gnu/pkgconfig"
@@ -16,7 +17,7 @@ libdir="$prefix/lib/x86_64-linux-gnu"
 # The library as built here: under --config=asan it needs the sanitizers'
 # runtime, and so does whatever links it.
 sanitize=()
-if objdump -p "$libdir/libhrx.so.0" | grep >/dev/null 'NEEDED.*libasan'; then
+if hrx_built_with_asan "$libdir/libhrx.so.0"; then
   sanitize=(-fsanitize=address,undefined)
 fi
 

@@ -11,8 +11,14 @@
 # kill objdump with SIGPIPE and fail the pipeline, now and then, which left
 # the runtime out and aborted python3 with "ASan runtime does not come
 # first".)
+# True when the ELF file FILE was built with --config=asan (it needs ASan's
+# runtime); programs linked against it need -fsanitize=address,undefined.
+hrx_built_with_asan() {
+  objdump -p "$1" 2>/dev/null | grep >/dev/null 'NEEDED.*libasan'
+}
+
 hrx_python_sanitizer_env() {
-  if objdump -p "$1" 2>/dev/null | grep >/dev/null 'NEEDED.*libasan'; then
+  if hrx_built_with_asan "$1"; then
     LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libstdc++.so.6)"
     export LD_PRELOAD
     # Last, so that it overrides the suite's own ASAN_OPTIONS (.bazelrc).
