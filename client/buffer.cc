@@ -121,7 +121,7 @@ absl::StatusOr<Exported> ExportAs(client::internal::Connection* connection,
   absl::Status status = connection->Check(
       connection->buffers().Export(context.get(), request, &exported.response));
   if (!status.ok()) return status;
-  auto fd = client::internal::RedeemTicket(exported.response.fd_socket(),
+  auto fd = client::internal::RedeemTicket(connection->fd_socket(),
                                            exported.response.ticket(),
                                            connection->Deadline());
   if (!fd.ok()) return fd.status();

@@ -59,6 +59,13 @@ ABSL_FLAG(std::string, socket_mode, "0660",
           "the socket's permission bits, octal (0666 lets every local user "
           "connect; identity still comes from the kernel)");
 
+ABSL_FLAG(std::string, tenant_socket_dir, "",
+          "where socket-bound tenants' socket directories are made (empty: "
+          "a directory \"tenants\" beside --socket)");
+ABSL_FLAG(uint64_t, max_bound_tenants, 256,
+          "socket-bound tenants at once (each costs a listening socket, a "
+          "side channel and two threads)");
+
 int main(int argc, char** argv) {
   // hrxd starts its executors as itself (same build, same backend).
   if (argc > 1 && std::string(argv[1]) == hrx::executor::kExecutorFlag) {
@@ -97,6 +104,8 @@ int main(int argc, char** argv) {
   options.executors = absl::GetFlag(FLAGS_executors);
   options.executor_user = absl::GetFlag(FLAGS_executor_user);
   options.executor_watchdog_ms = absl::GetFlag(FLAGS_executor_watchdog_ms);
+  options.tenant_socket_dir = absl::GetFlag(FLAGS_tenant_socket_dir);
+  options.max_bound_tenants = absl::GetFlag(FLAGS_max_bound_tenants);
   options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_path = absl::GetFlag(FLAGS_tls_key);
   options.tls_client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);

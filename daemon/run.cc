@@ -198,6 +198,20 @@ absl::StatusOr<std::unique_ptr<DeviceSet>> OpenDevices(
   return std::unique_ptr<DeviceSet>(std::move(pool));
 }
 
+BoundSocketOptions BoundSocketsFor(const DaemonOptions& options,
+                                   const std::string& socket_path) {
+  BoundSocketOptions bound;
+  bound.root = options.tenant_socket_dir;
+  if (bound.root.empty()) {
+    const size_t slash = socket_path.rfind('/');
+    bound.root = (slash == std::string::npos ? std::string(".")
+                                             : socket_path.substr(0, slash)) +
+                 "/tenants";
+  }
+  bound.max_bound_tenants = options.max_bound_tenants;
+  return bound;
+}
+
 }  // namespace
 
 absl::Status Run(const DaemonOptions& options) {
@@ -255,7 +269,8 @@ absl::Status Run(const DaemonOptions& options) {
   auto core = std::make_unique<Core>(std::move(devices), core_options);
   HRX_ASSIGN_OR_RETURN(
       std::unique_ptr<DaemonServer> server,
-      DaemonServer::Start(*core, socket_path, options.socket_mode, remote,
+      DaemonServer::Start(*core, socket_path, options.socket_mode,
+                          BoundSocketsFor(options, socket_path), remote,
                           activation.fd));
   if (remote) {
     log->info("also listening on {} (TLS, client certificates required)",

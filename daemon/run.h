@@ -38,6 +38,10 @@ struct DaemonOptions {
   bool executors = true;
   std::string executor_user = "nobody";  // when hrxd runs as root
   int64_t executor_watchdog_ms = 30000;  // no progress this long: killed
+  // Where socket-bound tenants' directories go; empty: "tenants" beside the
+  // main socket. docs/kubernetes.md.
+  std::string tenant_socket_dir;
+  uint64_t max_bound_tenants = 256;  // kDefaultMaxBoundTenants
 };
 
 // The open-file limit hrxd warns below (the shipped unit sets it).

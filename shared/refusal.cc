@@ -287,6 +287,16 @@ constexpr ReasonInfo kReasons[] = {
      absl::StatusCode::kUnavailable, Origin::kDaemon},
     {Reason::kCrossExecutorMemory, "cross_executor_memory",
      absl::StatusCode::kFailedPrecondition, Origin::kDaemon},
+    {Reason::kBadTenantName, "bad_tenant_name",
+     absl::StatusCode::kInvalidArgument, Origin::kDaemon},
+    {Reason::kBadLabel, "bad_label", absl::StatusCode::kInvalidArgument,
+     Origin::kDaemon},
+    {Reason::kTenantExists, "tenant_exists", absl::StatusCode::kAlreadyExists,
+     Origin::kDaemon},
+    {Reason::kTooManyBoundTenants, "too_many_bound_tenants",
+     absl::StatusCode::kResourceExhausted, Origin::kDaemon},
+    {Reason::kTenantRemoved, "tenant_removed",
+     absl::StatusCode::kPermissionDenied, Origin::kDaemon},
 };
 
 constexpr bool InEnumOrder() {

@@ -157,6 +157,11 @@ enum class Reason : uint16_t {
   kExecutorLost,
   kExecutorRestarting,
   kCrossExecutorMemory,
+  kBadTenantName,
+  kBadLabel,
+  kTenantExists,
+  kTooManyBoundTenants,
+  kTenantRemoved,
 };
 
 enum class Origin : uint8_t {

@@ -54,6 +54,10 @@ std::string DefaultClientSocketPath() {
   return UserSocketPath();
 }
 
+std::string SideChannelPath(const std::string& socket_path) {
+  return socket_path + ".fds";
+}
+
 std::string ResolveClientSocketPath(const std::string& explicit_path) {
   if (!explicit_path.empty()) return explicit_path;
   const char* env = std::getenv(kSocketEnvVar);

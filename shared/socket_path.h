@@ -36,6 +36,12 @@ std::string DefaultClientSocketPath();
 // path that does not exist is OK here (connecting will say so).
 absl::Status CheckTrustedSocket(const std::string& path);
 
+// The descriptor side channel beside a daemon socket: `socket_path` +
+// ".fds". Clients derive it from the socket they connected to (not from the
+// path the daemon reports) so that it is found wherever the socket's
+// directory is mounted, as in a container.
+std::string SideChannelPath(const std::string& socket_path);
+
 // The socket a client uses: `explicit_path` if non-empty, else $HRXD_SOCKET,
 // else DefaultClientSocketPath().
 std::string ResolveClientSocketPath(const std::string& explicit_path);

@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/hrxctl/output.h"
 #include "client/hrxctl/target.h"
 #include "client/internal/connection.h"
 #include "hrx/v1/admin.grpc.pb.h"
@@ -30,10 +31,14 @@
 
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitUsage = 2;
-constexpr int kExitRefused = 3;
-constexpr int kExitUnreachable = 4;
+using hrxctl::ConnectAdmin;
+using hrxctl::Fail;
+using hrxctl::FieldsJson;
+using hrxctl::JsonString;
+using hrxctl::kExitOk;
+using hrxctl::kExitUsage;
+using hrxctl::PrintTable;
+using hrxctl::Usage;
 
 constexpr char kUsage[] =
     "usage: hrxctl [target] <command> [options]\n"
@@ -52,6 +57,10 @@ constexpr char kUsage[] =
     "  buffers [--tenant=NAME] [--session=ID] [--json]\n"
     "                    live buffers, by session and tenant\n"
     "  executors [--json] the processes tenants' device work runs in\n"
+    "  bound [list|create|label|remove] [--json]\n"
+    "                    socket-bound tenants (one per Kubernetes container)\n"
+    "                    and the pod each belongs to\n"
+    "  health            exit 0 when hrxd's health service says SERVING\n"
     "  top [--interval=MS] [--json]\n"
     "                    a live view of status and tenants; q quits\n"
     "\n"
@@ -74,33 +83,6 @@ constexpr char kStatusUsage[] =
     "and the counters (entries, bytes, hits, misses, evictions) of the\n"
     "dispatch and transfer caches and the allocation and staging pools, as an\n"
     "aligned table or, with --json, as one JSON object.\n";
-
-std::string JsonString(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string CountersJson(const hrx::v1::CacheCounters& c) {
   return absl::StrFormat(
@@ -183,12 +165,6 @@ void PrintStatusTable(const hrx::v1::GetStatusResponse& s) {
   }
 }
 
-int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "hrxctl: %s\n", std::string(status.message()).c_str());
-  return status.code() == absl::StatusCode::kUnavailable ? kExitUnreachable
-                                                         : kExitRefused;
-}
-
 int Status(const hrxctl::Target& target, bool json) {
   auto channel = target.Channel();
   auto stub = hrx::v1::DaemonStatus::NewStub(channel);
@@ -209,35 +185,11 @@ int Status(const hrxctl::Target& target, bool json) {
   return kExitOk;
 }
 
-std::unique_ptr<hrx::v1::Admin::Stub> ConnectAdmin(
-    const hrxctl::Target& target, grpc::ClientContext& context) {
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(5));
-  return hrx::v1::Admin::NewStub(target.Channel());
-}
-
 std::string Limit(bool has, uint64_t value, bool bytes) {
   if (!has) return "unlimited";
   return bytes ? hrx::shared::FormatBytes(value) : absl::StrCat(value);
 }
 
-// Every field of a Usage or Budget, by name and in declaration order (an
-// absent budget field is null: unlimited).
-std::string FieldsJson(const google::protobuf::Message& message) {
-  const auto* descriptor = message.GetDescriptor();
-  const auto* reflection = message.GetReflection();
-  std::string out = "{";
-  for (int i = 0; i < descriptor->field_count(); ++i) {
-    const auto* field = descriptor->field(i);
-    if (i != 0) out += ", ";
-    const bool present =
-        !field->has_presence() || reflection->HasField(message, field);
-    out += absl::StrFormat(
-        "\"%s\": %s", field->name(),
-        present ? absl::StrCat(reflection->GetUInt64(message, field)) : "null");
-  }
-  return out + "}";
-}
 std::string UsageJson(const hrx::v1::Usage& usage) { return FieldsJson(usage); }
 std::string BudgetJson(const hrx::v1::Budget& budget) {
   return FieldsJson(budget);
@@ -245,44 +197,6 @@ std::string BudgetJson(const hrx::v1::Budget& budget) {
 
 std::string LimitJson(bool has, uint64_t value) {
   return has ? absl::StrCat(value) : "null";
-}
-
-// Names come from clients: a control byte must never reach the operator's
-// terminal (it could forge rows or recolour the screen). Shown as \xNN.
-std::string Printable(const std::string& text) {
-  std::string out;
-  for (const char c : text) {
-    const unsigned char byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte == 0x7f || c == '\\') {
-      out += absl::StrFormat("\\x%02x", byte);
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-void PrintTable(std::vector<std::vector<std::string>> rows) {
-  for (auto& row : rows) {
-    for (std::string& cell : row) cell = Printable(cell);
-  }
-  std::vector<size_t> widths;
-  for (const auto& row : rows) {
-    widths.resize(std::max(widths.size(), row.size()));
-    for (size_t i = 0; i < row.size(); ++i) {
-      widths[i] = std::max(widths[i], row[i].size());
-    }
-  }
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      line +=
-          i + 1 == row.size()
-              ? row[i]
-              : absl::StrFormat("%-*s  ", static_cast<int>(widths[i]), row[i]);
-    }
-    std::printf("%s\n", line.c_str());
-  }
 }
 
 int Tenants(const hrxctl::Target& target, bool json) {
@@ -427,8 +341,6 @@ int Executors(const hrxctl::Target& target, bool json) {
   return kExitOk;
 }
 
-int Usage(const char* text, const std::string& error);
-
 int BudgetSet(const hrxctl::Target& target,
               const std::vector<std::string>& args, bool json) {
   if (args.size() < 2) {
@@ -450,22 +362,9 @@ int BudgetSet(const hrxctl::Target& target,
       if (t.name() == args[0]) budget = t.budget();
     }
   }
-  const auto* descriptor = hrx::v1::Budget::descriptor();
-  const auto* reflection = hrx::v1::Budget::GetReflection();
   for (size_t i = 1; i < args.size(); ++i) {
-    std::vector<std::string> parts =
-        absl::StrSplit(args[i], absl::MaxSplits('=', 1));
-    const auto* field =
-        parts.size() == 2 ? descriptor->FindFieldByName(parts[0]) : nullptr;
-    uint64_t value = 0;
-    if (field == nullptr ||
-        (parts[1] != "unlimited" && !absl::SimpleAtoi(parts[1], &value))) {
+    if (!hrxctl::ApplyBudgetField(args[i], &budget)) {
       return Usage(kUsage, absl::StrCat("budget set: cannot read ", args[i]));
-    }
-    if (parts[1] == "unlimited") {
-      reflection->ClearField(&budget, field);
-    } else {
-      reflection->SetUInt64(&budget, field, value);
     }
   }
   grpc::ClientContext context;
@@ -527,12 +426,6 @@ int Evict(const hrxctl::Target& target, const std::vector<std::string>& args,
               static_cast<unsigned long>(response.freed_buffers()),
               static_cast<unsigned long>(response.freed_streams()));
   return kExitOk;
-}
-
-int Usage(const char* text, const std::string& error) {
-  if (!error.empty()) std::fprintf(stderr, "hrxctl: %s\n", error.c_str());
-  std::fputs(text, stderr);
-  return kExitUsage;
 }
 
 int Buffers(const hrxctl::Target& target, const std::string& tenant,
@@ -619,6 +512,12 @@ constexpr Help kHelp[] = {
      "tenants' device work runs in: name (tenant or shared), pid, state, "
      "restarts, memory, tenants served, why it last went down. Observers "
      "and admins.\n"},
+    {"bound", nullptr},
+    {"health",
+     "usage: hrxctl [target] health\n\nAsks hrxd's standard gRPC health "
+     "service; exits 0 and prints serving when it is SERVING, 3 when it is "
+     "not (hrxd is stopping), 4 when nothing answers. For readiness and "
+     "liveness probes.\n"},
     {"top",
      "usage: hrxctl [target] top [--interval=MS] [--json]\n\nA live view of "
      "status and tenants, refreshed every MS milliseconds (default 1000); q "
@@ -629,6 +528,11 @@ constexpr Help kHelp[] = {
 
 namespace hrxctl {
 int Top(const Target& target, int interval_ms, bool json);
+// bound.cc
+const char* BoundUsage();
+int Bound(const Target& target, const std::vector<std::string>& args,
+          bool json);
+int Health(const Target& target);
 }  // namespace hrxctl
 
 int main(int argc, char** argv) {
@@ -683,11 +587,14 @@ int main(int argc, char** argv) {
     }
   }
   const char* help = nullptr;
+  bool known = false;
   for (const Help& entry : kHelp) {
-    if (command == entry.command) help = entry.text;
+    if (command == entry.command) {
+      known = true;
+      help = entry.text != nullptr ? entry.text : hrxctl::BoundUsage();
+    }
   }
-  if (help == nullptr)
-    return Usage(kUsage, absl::StrCat("unknown command ", command));
+  if (!known) return Usage(kUsage, absl::StrCat("unknown command ", command));
   bool json = false;
   std::string tenant;
   uint64_t session = 0;
@@ -727,5 +634,7 @@ int main(int argc, char** argv) {
         json);
   }
   if (command == "evict") return Evict(target, positional, json);
+  if (command == "bound") return hrxctl::Bound(target, positional, json);
+  if (command == "health" && bare) return hrxctl::Health(target);
   return Usage(help, absl::StrCat(command, ": unexpected arguments"));
 }

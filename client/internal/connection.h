@@ -30,6 +30,7 @@
 #include "hrx/v1/status.grpc.pb.h"
 #include "hrx/v1/stream.grpc.pb.h"
 #include "shared/handle.h"
+#include "shared/socket_path.h"
 
 namespace hrx::client::internal {
 
@@ -98,6 +99,12 @@ class Connection {
   // streams, so they are never mixed with another Client's.
   uint64_t brand() const { return brand_; }
   const std::string& socket_path() const { return socket_path_; }
+  // The descriptor side channel beside the socket this client connected to
+  // (the daemon's fd_socket names its own path, which differs wherever the
+  // socket's directory is mounted elsewhere, as in a container).
+  std::string fd_socket() const {
+    return shared::SideChannelPath(socket_path_);
+  }
   // How new streams travel (never kAuto from $HRX_TRANSPORT: resolved).
   Transport transport() const { return transport_; }
 

@@ -52,7 +52,7 @@ absl::StatusOr<RingCall::Opened> RingCall::Open(Connection& connection,
       "opening a ring"));
   pid_t daemon_pid = 0;
   HRX_ASSIGN_OR_RETURN(shared::UniqueFd fd,
-                       RedeemTicket(response.fd_socket(), response.ticket(),
+                       RedeemTicket(connection.fd_socket(), response.ticket(),
                                     deadline, &daemon_pid));
   const uint64_t bytes = response.region_bytes();
   struct stat about {};

@@ -78,17 +78,50 @@ std::vector<TenantUsage> AdminViews::ListTenants() const {
     ++sessions[session->tenant.get()];
   }
   for (const std::shared_ptr<Tenant>& tenant : sessions_.tenants().All()) {
-    TenantUsage usage;
-    usage.name = tenant->name();
-    usage.role = tenant->role();
-    usage.limits = tenant->limits();
-    usage.usage = tenant->usage();
-    usage.sessions = sessions[tenant.get()];
-    usage.load_kernels = tenant->load_kernels();
-    const Sharing::Retired detached = sharing_.RetiredExports(tenant->name());
-    usage.detached_exports = detached.count;
-    usage.detached_export_bytes = detached.bytes;
-    list.push_back(std::move(usage));
+    list.push_back(UsageOf(*tenant, sessions[tenant.get()]));
+  }
+  return list;
+}
+
+TenantUsage AdminViews::UsageOf(const Tenant& tenant, uint64_t sessions) const {
+  TenantUsage usage;
+  usage.name = tenant.name();
+  usage.role = tenant.role();
+  usage.limits = tenant.limits();
+  usage.usage = tenant.usage();
+  usage.sessions = sessions;
+  usage.load_kernels = tenant.load_kernels();
+  const Sharing::Retired detached = sharing_.RetiredExports(tenant.name());
+  usage.detached_exports = detached.count;
+  usage.detached_export_bytes = detached.bytes;
+  return usage;
+}
+
+absl::StatusOr<std::shared_ptr<Tenant>> AdminViews::AddBoundTenant(
+    const std::string& name, const Limits& limits, bool load_kernels,
+    const Labels& labels, const std::string& socket_path, size_t max_bound) {
+  return sessions_.tenants().AddBound(name, limits, load_kernels, labels,
+                                      socket_path, max_bound,
+                                      sessions_.clock().Now());
+}
+
+absl::Status AdminViews::SetBoundTenantLabels(const std::string& name,
+                                              const Labels& labels) {
+  return sessions_.tenants().SetBoundLabels(name, labels);
+}
+
+std::vector<BoundTenantSummary> AdminViews::ListBoundTenants() const {
+  std::vector<BoundTenantSummary> list;
+  for (BoundTenantView& bound : sessions_.tenants().Bound()) {
+    const Tenant* tenant = bound.tenant.get();
+    const uint64_t sessions = sessions_
+                                  .Select([&](uint64_t, const Session& s) {
+                                    return s.tenant.get() == tenant;
+                                  })
+                                  .size();
+    list.push_back(BoundTenantSummary{UsageOf(*tenant, sessions),
+                                      std::move(bound.socket_path),
+                                      std::move(bound.labels), bound.created});
   }
   return list;
 }

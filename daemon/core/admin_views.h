@@ -64,6 +64,15 @@ class AdminViews {
   // Executor processes, when work runs in them.
   std::vector<ExecutorInfo> executors() const { return devices_.executors(); }
 
+  // Socket-bound tenants (TenantRegistry::AddBound and what follows); the
+  // server owns their sockets.
+  absl::StatusOr<std::shared_ptr<Tenant>> AddBoundTenant(
+      const std::string& name, const Limits& limits, bool load_kernels,
+      const Labels& labels, const std::string& socket_path, size_t max_bound);
+  absl::Status SetBoundTenantLabels(const std::string& name,
+                                    const Labels& labels);
+  std::vector<BoundTenantSummary> ListBoundTenants() const;
+
   absl::Status SetBudget(const std::string& tenant, const Limits& limits);
   // Takes a newly read config's tenants (see TenantRegistry::Reload).
   void ReloadTenants(TenantRegistry&& fresh);
@@ -71,6 +80,8 @@ class AdminViews {
   absl::Status SetQueueCount(uint64_t session, uint32_t count);
 
  private:
+  TenantUsage UsageOf(const Tenant& tenant, uint64_t sessions) const;
+
   const DeviceSet& devices_;
   SessionTable& sessions_;
   Sharing& sharing_;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -131,6 +132,9 @@ Core::~Core() {
 
 absl::StatusOr<ChargeRef> Core::AdmitConnection(const PeerIdentity& caller) {
   std::shared_ptr<Tenant> tenant = sessions_.tenants().Resolve(caller);
+  if (tenant == nullptr && !caller.bound_tenant.empty()) {
+    return BoundTenantRemoved(caller.bound_tenant, "connect");
+  }
   if (tenant == nullptr) {
     return Refusal(Reason::kUnknownCaller,
                    "no tenant takes this caller. Fix: list it in the config.");
@@ -145,6 +149,34 @@ void Core::ConnectionClosed(uint64_t connection) {
          return s.identity.connection == connection;
        })) {
     CloseSession(handle, [](absl::StatusOr<CloseSummary>) {});
+  }
+}
+
+void Core::RemoveBoundTenant(
+    const std::string& name,
+    std::function<void(absl::StatusOr<uint64_t>)> done) {
+  absl::StatusOr<std::shared_ptr<Tenant>> removed =
+      sessions_.tenants().RemoveBound(name);
+  if (!removed.ok()) return done(removed.status());
+  const Tenant* tenant = removed->get();
+  const std::vector<SessionTable::Entry> sessions = sessions_.Select(
+      [&](uint64_t, const Session& s) { return s.tenant.get() == tenant; });
+  if (sessions.empty()) return done(uint64_t{0});
+  // The last session's close reports for all of them.
+  struct Pending {
+    std::atomic<size_t> left;
+    uint64_t closed;
+    std::function<void(absl::StatusOr<uint64_t>)> done;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->left = sessions.size();
+  pending->closed = sessions.size();
+  pending->done = std::move(done);
+  for (const auto& [handle, session] : sessions) {
+    // A session its client closed meanwhile still counts: it is gone.
+    CloseSession(handle, [pending](absl::StatusOr<CloseSummary>) {
+      if (pending->left.fetch_sub(1) == 1) pending->done(pending->closed);
+    });
   }
 }
 

@@ -121,6 +121,12 @@ class Core {
   // Frees the session's handles at once (its client's close, or an admin's
   // eviction); `done` runs once the session's queued work has completed.
   void CloseSession(uint64_t session, CloseDone done);
+  // Removes a socket-bound tenant (TenantRegistry::RemoveBound): it stops
+  // matching callers at once, and each of its sessions closes as an
+  // eviction would. `done` runs with how many sessions closed, once every
+  // one has (their queued work drained), or with NOT_FOUND.
+  void RemoveBoundTenant(const std::string& name,
+                         std::function<void(absl::StatusOr<uint64_t>)> done);
   // Drops expired tickets (and the descriptors they hold), releases retired
   // descriptors now closed, and closes remote sessions whose lease lapsed.
   // Runs every housekeeping_interval on its own thread; tests may call it.

@@ -24,6 +24,10 @@ struct PeerIdentity {
   // The local connection the call arrived on: unique for the daemon's run,
   // never reused (0 for remote callers). Sessions are bound to it.
   uint64_t connection = 0;
+  // Set when the connection came through a tenant's own socket (a
+  // socket-bound tenant, docs/kubernetes.md): the caller is that tenant,
+  // whatever its uid or gid. Never from the request.
+  std::string bound_tenant;
 };
 
 }  // namespace hrx::daemon

@@ -36,12 +36,19 @@ absl::Status CheckClientName(const std::string& client_name) {
 std::string DescribeCaller(const PeerIdentity& caller) {
   return caller.remote
              ? absl::StrFormat("certificate \"%s\"", caller.certificate_subject)
-             : absl::StrFormat("uid %u, pid %u", caller.uid, caller.pid);
+         : caller.bound_tenant.empty()
+             ? absl::StrFormat("uid %u, pid %u", caller.uid, caller.pid)
+             : absl::StrFormat(
+                   "uid %u, pid %u through bound tenant \"%s\"'s socket",
+                   caller.uid, caller.pid, caller.bound_tenant);
 }
 
 absl::StatusOr<uint64_t> SessionTable::Open(const std::string& client_name,
                                             const PeerIdentity& caller) {
   std::shared_ptr<Tenant> tenant = tenants_->Resolve(caller);
+  if (tenant == nullptr && !caller.bound_tenant.empty()) {
+    return BoundTenantRemoved(caller.bound_tenant, "open session");
+  }
   if (tenant == nullptr) {
     return Refusal(
         Reason::kUnknownCertificate,

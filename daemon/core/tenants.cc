@@ -11,7 +11,9 @@
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "shared/bytes.h"
+#include "shared/quote.h"
 #include "shared/refusal.h"
+#include "shared/status_macros.h"
 
 namespace hrx::daemon {
 namespace {
@@ -345,6 +347,10 @@ void TenantRegistry::Reload(TenantRegistry&& fresh) {
 std::shared_ptr<Tenant> TenantRegistry::Resolve(
     const PeerIdentity& identity) const {
   absl::MutexLock lock(&mu_);
+  if (!identity.bound_tenant.empty()) {
+    auto it = bound_.find(identity.bound_tenant);
+    return it == bound_.end() ? nullptr : it->second.tenant;
+  }
   if (identity.remote) {
     if (identity.certificate_subject.empty()) return nullptr;
     for (const Entry& entry : entries_) {
@@ -372,18 +378,91 @@ std::shared_ptr<Tenant> TenantRegistry::Resolve(
 
 std::shared_ptr<Tenant> TenantRegistry::Find(std::string_view name) const {
   absl::MutexLock lock(&mu_);
+  return FindLocked(name);
+}
+
+std::shared_ptr<Tenant> TenantRegistry::FindLocked(
+    std::string_view name) const {
   if (name == "default") return default_;
   for (const Entry& entry : entries_) {
     if (entry.tenant->name() == name) return entry.tenant;
   }
-  return nullptr;
+  auto it = bound_.find(name);
+  return it == bound_.end() ? nullptr : it->second.tenant;
 }
 
 std::vector<std::shared_ptr<Tenant>> TenantRegistry::All() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<Tenant>> all;
   for (const Entry& entry : entries_) all.push_back(entry.tenant);
+  for (const auto& [name, bound] : bound_) all.push_back(bound.tenant);
   all.push_back(default_);
+  return all;
+}
+
+absl::StatusOr<std::shared_ptr<Tenant>> TenantRegistry::AddBound(
+    const std::string& name, const Limits& limits, bool load_kernels,
+    const Labels& labels, const std::string& socket_path, size_t max_bound,
+    absl::Time now) {
+  HRX_RETURN_IF_ERROR(CheckBoundTenantName(name));
+  HRX_RETURN_IF_ERROR(CheckLabels(labels));
+  absl::MutexLock lock(&mu_);
+  if (FindLocked(name) != nullptr) {
+    return Refusal(Reason::kTenantExists,
+                   absl::StrFormat("a tenant named \"%s\" already exists. "
+                                   "Fix: remove it first (hrxctl bound "
+                                   "remove), or choose another name.",
+                                   name));
+  }
+  if (bound_.size() >= max_bound) {
+    return Refusal(
+        Reason::kTooManyBoundTenants,
+        absl::StrFormat("%u bound tenants exist; --max_bound_tenants is %u. "
+                        "Fix: remove bound tenants no longer used, or raise "
+                        "--max_bound_tenants.",
+                        bound_.size(), max_bound));
+  }
+  auto tenant =
+      std::make_shared<Tenant>(name, Role::kClient, limits, load_kernels);
+  bound_[name] = BoundTenantView{tenant, socket_path, labels, now};
+  return tenant;
+}
+
+absl::StatusOr<std::shared_ptr<Tenant>> TenantRegistry::RemoveBound(
+    const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  auto it = bound_.find(name);
+  if (it == bound_.end()) {
+    return Refusal(
+        Reason::kUnknownTenant,
+        absl::StrFormat("no bound tenant is named %s (%u exist). "
+                        "Fix: hrxctl bound list shows them.",
+                        shared::QuoteForMessage(name), bound_.size()));
+  }
+  std::shared_ptr<Tenant> tenant = std::move(it->second.tenant);
+  bound_.erase(it);
+  return tenant;
+}
+
+absl::Status TenantRegistry::SetBoundLabels(const std::string& name,
+                                            const Labels& labels) {
+  HRX_RETURN_IF_ERROR(CheckLabels(labels));
+  absl::MutexLock lock(&mu_);
+  auto it = bound_.find(name);
+  if (it == bound_.end()) {
+    return Refusal(Reason::kUnknownTenant,
+                   absl::StrFormat("no bound tenant is named %s. Fix: hrxctl "
+                                   "bound list shows them.",
+                                   shared::QuoteForMessage(name)));
+  }
+  it->second.labels = labels;
+  return absl::OkStatus();
+}
+
+std::vector<BoundTenantView> TenantRegistry::Bound() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<BoundTenantView> all;
+  for (const auto& [name, bound] : bound_) all.push_back(bound);
   return all;
 }
 

@@ -12,6 +12,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/core/bound_tenants.h"
 #include "daemon/core/identity.h"
 #include "hrx/v1/config.pb.h"
 
@@ -173,10 +176,30 @@ class TenantRegistry {
 
   // The tenant of a local caller: by uid, then gid, else the default tenant.
   // Remote callers match by certificate subject only, never by uid; nullptr
-  // when none does (an empty subject matches nothing).
+  // when none does (an empty subject matches nothing). A caller that came
+  // through a bound tenant's socket is that tenant and nothing else:
+  // nullptr once the tenant is removed.
   std::shared_ptr<Tenant> Resolve(const PeerIdentity& identity) const;
   std::shared_ptr<Tenant> Find(std::string_view name) const;
-  std::vector<std::shared_ptr<Tenant>> All() const;  // default last
+  // Configured tenants, then bound ones, default last.
+  std::vector<std::shared_ptr<Tenant>> All() const;
+
+  // Adds a socket-bound tenant (a client: it may not inspect or administer)
+  // named `name`, reached through `socket_path`. Refuses a bad name or
+  // labels (see bound_tenants.h), a name any tenant has (ALREADY_EXISTS
+  // "tenant_exists"), and more than `max_bound` bound tenants
+  // (RESOURCE_EXHAUSTED "too_many_bound_tenants").
+  absl::StatusOr<std::shared_ptr<Tenant>> AddBound(
+      const std::string& name, const Limits& limits, bool load_kernels,
+      const Labels& labels, const std::string& socket_path, size_t max_bound,
+      absl::Time now);
+  // Removes a bound tenant, which stops matching callers at once; its
+  // object lives on while sessions or charges hold it. NOT_FOUND
+  // "unknown_tenant" when no bound tenant has the name.
+  absl::StatusOr<std::shared_ptr<Tenant>> RemoveBound(const std::string& name);
+  // Replaces a bound tenant's labels.
+  absl::Status SetBoundLabels(const std::string& name, const Labels& labels);
+  std::vector<BoundTenantView> Bound() const;
 
   // Takes the tenants of `fresh` (a newly parsed config) in place of these.
   // A tenant that keeps its name keeps its object — and so its current use
@@ -190,9 +213,15 @@ class TenantRegistry {
     std::vector<uint32_t> uids, gids;
     std::vector<std::string> subjects;
   };
+  std::shared_ptr<Tenant> FindLocked(std::string_view name) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable absl::Mutex mu_;
   std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Tenant> default_ ABSL_GUARDED_BY(mu_);
+  // Socket-bound tenants by name; a config reload leaves them alone.
+  std::map<std::string, BoundTenantView, std::less<>> bound_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace hrx::daemon

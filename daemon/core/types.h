@@ -188,6 +188,14 @@ struct TenantUsage {
   uint64_t detached_export_bytes = 0;
 };
 
+// A socket-bound tenant as admins see it (docs/kubernetes.md).
+struct BoundTenantSummary {
+  TenantUsage tenant;
+  std::string socket_path;
+  Labels labels;
+  absl::Time created;
+};
+
 struct SessionSummary {
   uint64_t id = 0;
   std::string tenant;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "shared/fd_channel_wire.h"
 #include "shared/refusal.h"
+#include "shared/socket_path.h"
 
 namespace hrx::daemon {
 namespace {
@@ -41,7 +42,7 @@ absl::Status BadTicket(size_t received) {
 }  // namespace
 
 std::string FdChannelPath(const std::string& socket_path) {
-  return socket_path + ".fds";
+  return shared::SideChannelPath(socket_path);
 }
 
 absl::StatusOr<std::unique_ptr<FdChannel>> FdChannel::Start(

@@ -28,7 +28,7 @@ absl::Status Failed(const std::string& what, const std::string& path) {
 
 absl::StatusOr<std::unique_ptr<LocalListener>> LocalListener::Start(
     const std::string& socket_path, unsigned socket_mode, grpc::Server& server,
-    PeerRegistry& peers, Core& core) {
+    PeerRegistry& peers, Core& core, const std::string& bound_tenant) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Failed("socket for", socket_path);
   sockaddr_un address{};
@@ -45,19 +45,20 @@ absl::StatusOr<std::unique_ptr<LocalListener>> LocalListener::Start(
     close(fd);
     return status;
   }
-  return Accept(fd, server, peers, core);
+  return Accept(fd, server, peers, core, bound_tenant);
 }
 
 absl::StatusOr<std::unique_ptr<LocalListener>> LocalListener::FromFd(
     int listen_fd, grpc::Server& server, PeerRegistry& peers, Core& core) {
   fcntl(listen_fd, F_SETFD, FD_CLOEXEC);
-  return Accept(listen_fd, server, peers, core);
+  return Accept(listen_fd, server, peers, core, /*bound_tenant=*/"");
 }
 
 absl::StatusOr<std::unique_ptr<LocalListener>> LocalListener::Accept(
-    int listen_fd, grpc::Server& server, PeerRegistry& peers, Core& core) {
-  auto listener =
-      std::unique_ptr<LocalListener>(new LocalListener(server, peers, core));
+    int listen_fd, grpc::Server& server, PeerRegistry& peers, Core& core,
+    const std::string& bound_tenant) {
+  auto listener = std::unique_ptr<LocalListener>(
+      new LocalListener(server, peers, core, bound_tenant));
   auto acceptor = Acceptor::Start(
       listen_fd, [raw = listener.get()](int fd) { raw->HandOver(fd); });
   if (!acceptor.ok()) return acceptor.status();
@@ -66,8 +67,11 @@ absl::StatusOr<std::unique_ptr<LocalListener>> LocalListener::Accept(
 }
 
 LocalListener::LocalListener(grpc::Server& server, PeerRegistry& peers,
-                             Core& core)
-    : server_(server), peers_(peers), core_(core) {}
+                             Core& core, std::string bound_tenant)
+    : server_(server),
+      peers_(peers),
+      core_(core),
+      bound_tenant_(std::move(bound_tenant)) {}
 
 void LocalListener::Stop() { acceptor_->Stop(); }
 
@@ -82,6 +86,7 @@ void LocalListener::HandOver(int fd) {
   identity.uid = credentials.uid;
   identity.gid = credentials.gid;
   identity.pid = credentials.pid;  // 0 when not visible in our namespace
+  identity.bound_tenant = bound_tenant_;
   // Admission before a single byte is read: the tenant's connections
   // ceiling, then the per-uid and daemon-wide slots.
   absl::StatusOr<ChargeRef> charge = core_.AdmitConnection(identity);

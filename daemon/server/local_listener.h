@@ -22,9 +22,12 @@ class LocalListener {
  public:
   // Binds and listens on `socket_path` with mode `socket_mode`, then accepts
   // on a thread until Stop. `server` and `peers` must outlive the listener.
+  // With `bound_tenant`, every caller accepted here is that socket-bound
+  // tenant, whatever its uid.
   static absl::StatusOr<std::unique_ptr<LocalListener>> Start(
       const std::string& socket_path, unsigned socket_mode,
-      grpc::Server& server, PeerRegistry& peers, Core& core);
+      grpc::Server& server, PeerRegistry& peers, Core& core,
+      const std::string& bound_tenant = "");
   // Accepts on `listen_fd`, a listening Unix socket the service manager
   // passed (socket activation); the listener takes ownership.
   static absl::StatusOr<std::unique_ptr<LocalListener>> FromFd(
@@ -34,14 +37,17 @@ class LocalListener {
   void Stop();
 
  private:
-  LocalListener(grpc::Server& server, PeerRegistry& peers, Core& core);
+  LocalListener(grpc::Server& server, PeerRegistry& peers, Core& core,
+                std::string bound_tenant);
   static absl::StatusOr<std::unique_ptr<LocalListener>> Accept(
-      int listen_fd, grpc::Server& server, PeerRegistry& peers, Core& core);
+      int listen_fd, grpc::Server& server, PeerRegistry& peers, Core& core,
+      const std::string& bound_tenant);
   void HandOver(int fd);
 
   grpc::Server& server_;
   PeerRegistry& peers_;
   Core& core_;
+  const std::string bound_tenant_;
   std::unique_ptr<Acceptor> acceptor_;
 };
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -39,7 +40,10 @@ PeerRegistry::~PeerRegistry() {
 absl::StatusOr<PeerIdentity> PeerRegistry::Admit(
     int fd, PeerIdentity identity, std::shared_ptr<const void> hold) {
   absl::MutexLock lock(&mu_);
-  const size_t of_uid = per_uid_[identity.uid];
+  // A bound tenant's socket admits only that tenant, whose connections
+  // ceiling bounds it: pods sharing a uid must not share one uid's slots.
+  const bool per_uid = identity.bound_tenant.empty();
+  const size_t of_uid = per_uid ? per_uid_[identity.uid] : 0;
   if (of_uid >= kMaxConnectionsPerUid ||
       connections_.size() >= kMaxLocalConnections) {
     return Refusal(
@@ -71,7 +75,7 @@ absl::StatusOr<PeerIdentity> PeerRegistry::Admit(
                         std::strerror(errno)));
   }
   identity.connection = next_connection_++;
-  ++per_uid_[identity.uid];
+  if (per_uid) ++per_uid_[identity.uid];
   by_fd_[fd] = identity.connection;
   by_watched_fd_[watched] = identity.connection;
   connections_[identity.connection] =
@@ -101,6 +105,19 @@ size_t PeerRegistry::connections_of(uid_t uid) const {
   return it == per_uid_.end() ? 0 : it->second;
 }
 
+size_t PeerRegistry::CloseBound(const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  size_t closed = 0;
+  for (const auto& [id, connection] : connections_) {
+    if (connection.identity.bound_tenant != tenant) continue;
+    // Shuts the socket itself (shared with gRPC's descriptor): gRPC sees
+    // it end, and the watch reports the hangup, which closes its sessions.
+    shutdown(connection.watched_fd, SHUT_RDWR);
+    ++closed;
+  }
+  return closed;
+}
+
 size_t PeerRegistry::connections() const {
   absl::MutexLock lock(&mu_);
   return connections_.size();
@@ -120,7 +137,8 @@ void PeerRegistry::Closed(int watched_fd) {
     // The number may already name a newer connection.
     auto number = by_fd_.find(connection.fd);
     if (number != by_fd_.end() && number->second == id) by_fd_.erase(number);
-    if (--per_uid_[connection.identity.uid] == 0) {
+    if (connection.identity.bound_tenant.empty() &&
+        --per_uid_[connection.identity.uid] == 0) {
       per_uid_.erase(connection.identity.uid);
     }
     hold = std::move(connection.hold);

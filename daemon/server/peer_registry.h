@@ -63,14 +63,20 @@ class PeerRegistry {
   // watches it; `hold` (an admission charge, say) is kept until the peer
   // hangs up. Returns the identity with its connection id filled in.
   // RESOURCE_EXHAUSTED "too_many_connections" past kMaxConnectionsPerUid
-  // for the uid or kMaxLocalConnections in all.
+  // for the uid (not counted for bound tenants' sockets, whose tenant's
+  // connections ceiling applies) or kMaxLocalConnections in all.
   absl::StatusOr<PeerIdentity> Admit(int fd, PeerIdentity identity,
                                      std::shared_ptr<const void> hold);
 
   // The identity behind a call whose ServerContext::peer() is `peer`.
   std::optional<PeerIdentity> Lookup(const std::string& peer) const;
 
-  // Connections open now: of `uid`, and in all.
+  // Ends every connection that came through bound tenant `tenant`'s socket
+  // (the tenant was removed); returns how many.
+  size_t CloseBound(const std::string& tenant);
+
+  // Connections open now: of `uid` (bound tenants' connections aside), and
+  // in all.
   size_t connections_of(uid_t uid) const;
   size_t connections() const;
 

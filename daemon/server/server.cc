@@ -46,6 +46,7 @@ class Services {
 
 absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
     Core& core, const std::string& socket_path, unsigned socket_mode,
+    const BoundSocketOptions& bound,
     const std::optional<RemoteListener>& remote, int inherited_fd) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -93,23 +94,28 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
       main_socket.st_gid != getegid()) {
     (void)!chown(FdChannelPath(socket_path).c_str(), -1, main_socket.st_gid);
   }
+  auto bound_sockets =
+      std::make_unique<BoundSockets>(bound, *server, services->peers, core);
+  services->admin.set_bound_sockets(bound_sockets.get());
   auto listener =
       inherited_fd >= 0
           ? LocalListener::FromFd(inherited_fd, *server, services->peers, core)
           : LocalListener::Start(socket_path, socket_mode, *server,
                                  services->peers, core);
   if (!listener.ok()) return listener.status();
-  return std::unique_ptr<DaemonServer>(
-      new DaemonServer(std::move(services), std::move(server),
-                       *std::move(listener), *std::move(fd_channel)));
+  return std::unique_ptr<DaemonServer>(new DaemonServer(
+      std::move(services), std::move(server), std::move(bound_sockets),
+      *std::move(listener), *std::move(fd_channel)));
 }
 
 DaemonServer::DaemonServer(std::unique_ptr<Services> services,
                            std::unique_ptr<grpc::Server> server,
+                           std::unique_ptr<BoundSockets> bound,
                            std::unique_ptr<LocalListener> listener,
                            std::unique_ptr<FdChannel> fd_channel)
     : services_(std::move(services)),
       server_(std::move(server)),
+      bound_(std::move(bound)),
       listener_(std::move(listener)),
       fd_channel_(std::move(fd_channel)) {}
 
@@ -119,6 +125,7 @@ void DaemonServer::Shutdown(absl::Duration grace) {
   if (server_ == nullptr) return;
   listener_.reset();  // no new connections
   fd_channel_.reset();
+  bound_->StopAll();  // bound tenants' sockets too (their directories stay)
   if (auto* health = server_->GetHealthCheckService()) {
     health->Shutdown();  // health checks report NOT_SERVING from here on
   }

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/core/core.h"
+#include "daemon/server/bound_sockets.h"
 #include "daemon/server/fd_channel.h"
 #include "daemon/server/local_listener.h"
 #include "grpcpp/server.h"
@@ -37,8 +38,10 @@ class DaemonServer {
   // created with `socket_mode`.
   // With `inherited_fd` >= 0 (socket activation), accepts on that listening
   // socket instead of creating `socket_path`.
+  // `bound` says where socket-bound tenants' sockets go.
   static absl::StatusOr<std::unique_ptr<DaemonServer>> Start(
       Core& core, const std::string& socket_path, unsigned socket_mode,
+      const BoundSocketOptions& bound,
       const std::optional<RemoteListener>& remote = std::nullopt,
       int inherited_fd = -1);
   ~DaemonServer();
@@ -50,11 +53,13 @@ class DaemonServer {
  private:
   DaemonServer(std::unique_ptr<Services> services,
                std::unique_ptr<grpc::Server> server,
+               std::unique_ptr<BoundSockets> bound,
                std::unique_ptr<LocalListener> listener,
                std::unique_ptr<FdChannel> fd_channel);
 
   std::unique_ptr<Services> services_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<BoundSockets> bound_;
   std::unique_ptr<LocalListener> listener_;
   std::unique_ptr<FdChannel> fd_channel_;
 };

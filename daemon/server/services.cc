@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "daemon/server/decode.h"
+#include "daemon/server/finish.h"
 #include "daemon/server/stream_reactor.h"
 #include "daemon/server/wire_shape.h"
 #include "shared/grpc_status.h"
@@ -16,16 +17,6 @@ namespace hrx::daemon {
 namespace {
 
 using ::hrx::shared::ToGrpcStatus;
-
-// Finishes `reactor` with `status`; returns the reactor for the handler.
-grpc::ServerUnaryReactor* Finish(Core& core,
-                                 grpc::CallbackServerContext* context,
-                                 const absl::Status& status) {
-  core.refusals().Count(status);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
 
 // A unary reactor that keeps a charge until the call is done.
 class HoldingReactor final : public grpc::ServerUnaryReactor {

@@ -6,6 +6,7 @@
 #define HRX_DAEMON_SERVER_SERVICES_H_
 
 #include "daemon/core/core.h"
+#include "daemon/server/bound_sockets.h"
 #include "daemon/server/peer_registry.h"
 #include "daemon/server/ring_stream.h"
 #include "hrx/v1/admin.grpc.pb.h"
@@ -261,12 +262,33 @@ class AdminService final : public hrx::v1::Admin::CallbackService {
       const hrx::v1::ListExecutorsRequest* request,
       hrx::v1::ListExecutorsResponse* response) override;
 
+  // Socket-bound tenants (bound_tenant_service.cc).
+  grpc::ServerUnaryReactor* CreateBoundTenant(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::CreateBoundTenantRequest* request,
+      hrx::v1::CreateBoundTenantResponse* response) override;
+  grpc::ServerUnaryReactor* RemoveBoundTenant(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::RemoveBoundTenantRequest* request,
+      hrx::v1::RemoveBoundTenantResponse* response) override;
+  grpc::ServerUnaryReactor* ListBoundTenants(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::ListBoundTenantsRequest* request,
+      hrx::v1::ListBoundTenantsResponse* response) override;
+  grpc::ServerUnaryReactor* SetBoundTenantLabels(
+      grpc::CallbackServerContext* context,
+      const hrx::v1::SetBoundTenantLabelsRequest* request,
+      hrx::v1::SetBoundTenantLabelsResponse* response) override;
+  // Set once, before the daemon accepts its first connection.
+  void set_bound_sockets(BoundSockets* bound) { bound_ = bound; }
+
  private:
   // The caller's identity, checked to have at least `role`.
   absl::Status Authorize(const grpc::CallbackServerContext& context, Role role);
 
   Core& core_;
   const PeerRegistry& peers_;
+  BoundSockets* bound_ = nullptr;
 };
 
 }  // namespace hrx::daemon

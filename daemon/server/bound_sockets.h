@@ -1,0 +1,89 @@
+// The listening sockets of socket-bound tenants (docs/kubernetes.md). Each
+// bound tenant gets a directory of its own under the tenant socket
+// directory, holding its gRPC socket (hrxd.sock) and descriptor side
+// channel (hrxd.sock.fds); whoever connects there is that tenant. A
+// container is given the tenant by mounting the directory.
+//
+// Directories outlive hrxd: a stop removes the sockets but keeps the
+// directories, because containers hold bind mounts of them, and a mount of a
+// directory that was removed and made again would show the old, empty one.
+// Removing the tenant removes its directory.
+//
+// Thread-safe.
+#ifndef HRX_DAEMON_SERVER_BOUND_SOCKETS_H_
+#define HRX_DAEMON_SERVER_BOUND_SOCKETS_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/core/core.h"
+#include "daemon/server/fd_channel.h"
+#include "daemon/server/local_listener.h"
+#include "daemon/server/peer_registry.h"
+#include "grpcpp/server.h"
+
+namespace hrx::daemon {
+
+// The socket's name inside a bound tenant's directory.
+inline constexpr char kBoundSocketName[] = "hrxd.sock";
+
+struct BoundSocketOptions {
+  std::string root;  // --tenant_socket_dir
+  size_t max_bound_tenants = kDefaultMaxBoundTenants;
+};
+
+class BoundSockets {
+ public:
+  struct Removed {
+    uint64_t sessions = 0;
+    uint64_t connections = 0;
+  };
+  using RemoveDone = std::function<void(absl::StatusOr<Removed>)>;
+
+  BoundSockets(BoundSocketOptions options, grpc::Server& server,
+               PeerRegistry& peers, Core& core);
+  ~BoundSockets();  // StopAll
+
+  // Adds the tenant to the core, then makes its directory and starts
+  // serving its socket; nothing is left behind when any step fails
+  // (UNAVAILABLE "listen_failed" for the socket or directory).
+  absl::StatusOr<BoundTenantSummary> Create(const std::string& name,
+                                            const Limits& limits,
+                                            bool load_kernels,
+                                            const Labels& labels);
+  // Stops serving the tenant's socket, removes the tenant from the core,
+  // ends its connections and removes its directory; `done` runs once its
+  // sessions have closed.
+  void Remove(const std::string& name, RemoveDone done);
+  // hrxd stops: every socket stops serving and is removed; directories and
+  // tenants stay.
+  void StopAll();
+
+  const BoundSocketOptions& options() const { return options_; }
+  std::string DirectoryOf(const std::string& name) const;
+
+ private:
+  struct Serving {
+    std::unique_ptr<LocalListener> listener;
+    std::unique_ptr<FdChannel> side_channel;
+  };
+  absl::StatusOr<Serving> Serve(const std::string& name);
+  static void Stop(Serving& serving);
+
+  const BoundSocketOptions options_;
+  grpc::Server& server_;
+  PeerRegistry& peers_;
+  Core& core_;
+  absl::Mutex mu_;
+  std::map<std::string, Serving> serving_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace hrx::daemon
+
+#endif  // HRX_DAEMON_SERVER_BOUND_SOCKETS_H_
