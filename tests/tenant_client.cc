@@ -84,6 +84,27 @@ int Scenario(const std::string& name, hrx::Client& client, int argc,
     Say("allocated", "1000 (never refused)");
     return 0;
   }
+  if (name == "budget_edge") {
+    // Exactly --bytes (the whole budget) fits, its bytes come back intact,
+    // and one byte more is refused.
+    const uint64_t bytes = Number(argc, argv, "bytes", 0);
+    auto whole = stream->Allocate(bytes);
+    SayStatus("exact", whole.status());
+    if (!whole.ok()) return 1;
+    SayStatus("one_more", stream->Allocate(1).status());
+    const auto pattern =
+        static_cast<uint8_t>(Number(argc, argv, "pattern", 0x5a));
+    SayStatus("fill", stream->Fill(whole->Binding(), pattern));
+    std::vector<uint8_t> back(bytes);
+    const absl::Status read = stream->ReadBlocking(whole->Binding(), back);
+    SayStatus("read", read);
+    bool intact = read.ok();
+    for (size_t i = 0; intact && i < back.size(); ++i) {
+      intact = back[i] == pattern;
+    }
+    Say("intact", intact ? "yes" : "no");
+    return 0;
+  }
   if (name == "held_charge") {
     // A gate kernel holds this stream's queue; a fill behind it uses a buffer
     // that is then freed. Its reservation must stay until the fill has run.

@@ -14,7 +14,7 @@ packages=(
   # Reach (docs/building.md): pkg-config for the installed libhrx's test,
   # the Python package (pybind11, numpy, pytest from Debian), and the
   # Debian packages' checks (dpkg-deb is in the base system; lintian, file).
-  pkg-config python3-dev pybind11-dev python3-numpy python3-pytest lintian file
+  pkg-config python3-dev pybind11-dev python3-numpy python3-pytest python3-yaml lintian file
   groff-base
 )
 
