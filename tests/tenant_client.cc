@@ -323,6 +323,35 @@ int AdminSetBudget(const std::string& socket) {
   return 0;
 }
 
+// Admin calls on socket-bound tenants, as whoever this process is on
+// whichever socket it was given: --action=create|remove|label, --name.
+int AdminBound(const std::string& socket, const std::string& action,
+               const std::string& name) {
+  auto stub =
+      hrx::v1::Admin::NewStub(hrx::client::internal::MakeChannel(socket));
+  grpc::ClientContext context;
+  grpc::Status status;
+  if (action == "create") {
+    hrx::v1::CreateBoundTenantRequest request;
+    request.set_name(name);
+    hrx::v1::CreateBoundTenantResponse response;
+    status = stub->CreateBoundTenant(&context, request, &response);
+  } else if (action == "remove") {
+    hrx::v1::RemoveBoundTenantRequest request;
+    request.set_name(name);
+    hrx::v1::RemoveBoundTenantResponse response;
+    status = stub->RemoveBoundTenant(&context, request, &response);
+  } else {
+    hrx::v1::SetBoundTenantLabelsRequest request;
+    request.set_name(name);
+    (*request.mutable_labels())["hrx.dev/pod"] = "forged/pod";
+    hrx::v1::SetBoundTenantLabelsResponse response;
+    status = stub->SetBoundTenantLabels(&context, request, &response);
+  }
+  SayStatus(action, hrx::client::internal::CallStatus(status, socket));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -342,6 +371,10 @@ int main(int argc, char** argv) {
     return StealSession(socket, Flag(argc, argv, "session"));
   }
   if (scenario == "admin_set_budget") return AdminSetBudget(socket);
+  if (scenario == "admin_bound") {
+    return AdminBound(socket, Flag(argc, argv, "action"),
+                      Flag(argc, argv, "name"));
+  }
   if (scenario == "redeem") {
     return Redeem(Flag(argc, argv, "fd_socket"), Flag(argc, argv, "ticket"));
   }

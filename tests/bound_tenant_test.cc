@@ -1,0 +1,321 @@
+// Socket-bound tenants against a real hrxd: whoever connects through a
+// bound tenant's socket is that tenant (whatever its uid, root included),
+// held to its budget and never an admin; removal ends its connections and
+// sessions and returns its budget while bystanders keep working; every
+// limit is refused at its edge; directories outlive hrxd.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/internal/connection.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "hrx/v1/admin.grpc.pb.h"
+#include "shared/status_matchers.h"
+#include "tests/subprocess.h"
+#include "tests/test_daemon.h"
+
+namespace hrx::testing {
+namespace {
+
+using ::hrx::shared::IsOk;
+using ::testing::EndsWith;
+using ::testing::HasSubstr;
+
+class BoundTenantTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(geteuid(), 0u) << "these tests switch uids: run as root";
+    dir_ = MakeShortTempDir();
+    StartDaemon();
+  }
+
+  void StartDaemon() {
+    auto daemon = TestDaemon::Start(
+        {"--socket_mode=0666", "--max_bound_tenants=3"}, dir_);
+    ASSERT_THAT(daemon.status(), IsOk());
+    daemon_ = *std::move(daemon);
+  }
+
+  std::unique_ptr<hrx::v1::Admin::Stub> Admin() const {
+    return hrx::v1::Admin::NewStub(
+        client::internal::MakeChannel(daemon_->socket_path()));
+  }
+
+  absl::StatusOr<hrx::v1::BoundTenant> Create(
+      const std::string& name, uint64_t device_bytes,
+      const std::map<std::string, std::string>& labels = {}) {
+    grpc::ClientContext context;
+    hrx::v1::CreateBoundTenantRequest request;
+    request.set_name(name);
+    request.mutable_budget()->set_device_bytes(device_bytes);
+    request.mutable_labels()->insert(labels.begin(), labels.end());
+    hrx::v1::CreateBoundTenantResponse response;
+    const grpc::Status status =
+        Admin()->CreateBoundTenant(&context, request, &response);
+    if (!status.ok()) return client::internal::CallStatus(status, "");
+    return response.tenant();
+  }
+
+  absl::StatusOr<hrx::v1::RemoveBoundTenantResponse> Remove(
+      const std::string& name) {
+    grpc::ClientContext context;
+    hrx::v1::RemoveBoundTenantRequest request;
+    request.set_name(name);
+    hrx::v1::RemoveBoundTenantResponse response;
+    const grpc::Status status =
+        Admin()->RemoveBoundTenant(&context, request, &response);
+    if (!status.ok()) return client::internal::CallStatus(status, "");
+    return response;
+  }
+
+  std::vector<hrx::v1::BoundTenant> Bound() {
+    grpc::ClientContext context;
+    hrx::v1::ListBoundTenantsResponse response;
+    EXPECT_TRUE(Admin()
+                    ->ListBoundTenants(
+                        &context, hrx::v1::ListBoundTenantsRequest(), &response)
+                    .ok());
+    return {response.tenants().begin(), response.tenants().end()};
+  }
+
+  std::vector<std::string> ClientArgs(const std::string& socket, uid_t uid,
+                                      const std::string& scenario,
+                                      const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {
+        RunfilePath("tests/tenant_client"), "--socket=" + socket,
+        absl::StrCat("--uid=", uid), "--scenario=" + scenario};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
+  }
+
+  RunResult Run(const std::string& socket, uid_t uid,
+                const std::string& scenario,
+                const std::vector<std::string>& extra = {}) {
+    return RunToCompletion(ClientArgs(socket, uid, scenario, extra), dir_);
+  }
+
+  static bool WaitForOutput(Subprocess& child, const std::string& line) {
+    for (int i = 0; i < 3000; ++i) {
+      if (child.Stdout().find(line) != std::string::npos) return true;
+      if (child.Poll().has_value()) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
+  std::string dir_;
+  std::unique_ptr<TestDaemon> daemon_;
+};
+
+TEST_F(BoundTenantTest, ACallerThroughABoundSocketIsThatTenantEvenAsRoot) {
+  auto pod = Create("pod-a", 65536);
+  ASSERT_THAT(pod.status(), IsOk());
+  EXPECT_EQ(pod->socket_path(), dir_ + "/tenants/pod-a/hrxd.sock");
+  // Root is the admin tenant "local" (unlimited) on the main socket; through
+  // the bound socket it is pod-a, held to 64 KiB to the byte.
+  const RunResult held =
+      Run(pod->socket_path(), 0, "budget_edge", {"--bytes=65536"});
+  EXPECT_THAT(held.out, HasSubstr("exact: OK"));
+  EXPECT_THAT(held.out,
+              HasSubstr("one_more: RESOURCE_EXHAUSTED budget_exhausted"));
+  EXPECT_THAT(held.out, HasSubstr("intact: yes"));
+  // And it is no admin there: not for budgets, not for bound tenants.
+  EXPECT_THAT(Run(pod->socket_path(), 0, "admin_set_budget").out,
+              HasSubstr("set_budget: PERMISSION_DENIED role_required"));
+  for (const char* action : {"create", "remove", "label"}) {
+    EXPECT_THAT(Run(pod->socket_path(), 0, "admin_bound",
+                    {absl::StrCat("--action=", action), "--name=pod-a"})
+                    .out,
+                HasSubstr("PERMISSION_DENIED role_required"))
+        << action;
+  }
+  // A stranger on the main socket (tenant "default") may not either.
+  EXPECT_THAT(Run(daemon_->socket_path(), 4242, "admin_bound",
+                  {"--action=create", "--name=mine"})
+                  .out,
+              HasSubstr("PERMISSION_DENIED role_required"));
+  EXPECT_EQ(Bound().size(), 1u);
+}
+
+TEST_F(BoundTenantTest,
+       RemovalEndsConnectionsAndSessionsAndBystandersKeepGoing) {
+  auto doomed = Create("doomed", 4 << 20);
+  auto bystander = Create("bystander", 1 << 20);
+  ASSERT_THAT(doomed.status(), IsOk());
+  ASSERT_THAT(bystander.status(), IsOk());
+  auto holder = Subprocess::Start(
+      ClientArgs(doomed->socket_path(), 1000, "hold", {"--bytes=3145728"}),
+      dir_);
+  auto steady = Subprocess::Start(
+      ClientArgs(bystander->socket_path(), 1000, "hold", {"--bytes=524288"}),
+      dir_);
+  ASSERT_TRUE(WaitForOutput(holder, "ready: yes")) << holder.Stderr();
+  ASSERT_TRUE(WaitForOutput(steady, "ready: yes")) << steady.Stderr();
+  const uint64_t in_use = QueryStatus(daemon_->socket_path()).bytes_in_use();
+
+  auto removed = Remove("doomed");
+  ASSERT_THAT(removed.status(), IsOk());
+  EXPECT_EQ(removed->closed_sessions(), 1u);
+  EXPECT_GE(removed->closed_connections(), 1u);
+  ASSERT_EQ(Bound().size(), 1u);
+  EXPECT_EQ(Bound()[0].name(), "bystander");
+  EXPECT_EQ(Bound()[0].usage().device_bytes(), 524288u);
+  EXPECT_EQ(Bound()[0].sessions(), 1u);
+  EXPECT_LE(QueryStatus(daemon_->socket_path()).bytes_in_use(),
+            in_use - 3145728);
+  struct stat info {};
+  EXPECT_NE(stat((dir_ + "/tenants/doomed").c_str(), &info), 0);
+  // Nothing answers for the removed tenant any more.
+  const RunResult late =
+      Run(doomed->socket_path(), 1000, "budget_edge", {"--bytes=1024"});
+  EXPECT_THAT(late.out, HasSubstr("connect: UNAVAILABLE"));
+  // The bystander's tenant still works, beside its held bytes.
+  const RunResult next =
+      Run(bystander->socket_path(), 1000, "budget_edge", {"--bytes=524288"});
+  EXPECT_THAT(next.out, HasSubstr("exact: OK"));
+  EXPECT_THAT(next.out, HasSubstr("one_more: RESOURCE_EXHAUSTED"));
+  EXPECT_THAT(next.out, HasSubstr("intact: yes"));
+  EXPECT_FALSE(steady.Poll().has_value()) << "the bystander's holder died";
+  // Removing it again names it and how to list them.
+  auto again = Remove("doomed");
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(again.status().message()), EndsWith("shows them."));
+}
+
+TEST_F(BoundTenantTest, EveryLimitIsRefusedAtItsEdge) {
+  // --max_bound_tenants=3.
+  for (const char* name : {"a", "b", "c"}) {
+    ASSERT_THAT(Create(name, 4096).status(), IsOk()) << name;
+  }
+  auto fourth = Create("d", 4096);
+  EXPECT_EQ(fourth.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(fourth.status().message()),
+              HasSubstr("3 bound tenants exist; --max_bound_tenants is 3"));
+  ASSERT_THAT(Remove("c").status(), IsOk());
+  ASSERT_THAT(Create("d", 4096).status(), IsOk());
+  ASSERT_THAT(Remove("d").status(), IsOk());
+
+  // Names: DNS labels of at most 63 bytes, no other tenant's.
+  EXPECT_THAT(Create(std::string(63, 'n'), 1).status(), IsOk());
+  ASSERT_THAT(Remove(std::string(63, 'n')).status(), IsOk());
+  for (const std::string& bad :
+       {std::string(64, 'n'), std::string("Pod"), std::string("-a"),
+        std::string("a-"), std::string("a/b"), std::string(".."),
+        std::string(""), std::string("a\nb")}) {
+    auto refused = Create(bad, 1);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+    EXPECT_THAT(std::string(refused.status().message()),
+                HasSubstr("bad_tenant_name"));
+  }
+  for (const char* taken : {"local", "default", "a"}) {
+    auto refused = Create(taken, 1);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists)
+        << taken;
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr("Fix:"));
+  }
+  ASSERT_THAT(Remove("a").status(), IsOk());
+
+  // Labels: 16, keys of 128 bytes, values of 1024 bytes.
+  std::map<std::string, std::string> labels;
+  for (int i = 0; i < 16; ++i) labels[absl::StrCat("k", i)] = "v";
+  EXPECT_THAT(Create("labels", 1, labels).status(), IsOk());
+  ASSERT_THAT(Remove("labels").status(), IsOk());
+  labels["k16"] = "v";
+  EXPECT_THAT(std::string(Create("labels", 1, labels).status().message()),
+              HasSubstr("17 labels; a bound tenant takes at most 16"));
+  EXPECT_THAT(Create("key", 1, {{std::string(128, 'k'), "v"}}).status(),
+              IsOk());
+  EXPECT_THAT(
+      std::string(
+          Create("key2", 1, {{std::string(129, 'k'), "v"}}).status().message()),
+      HasSubstr("(129 bytes)"));
+  EXPECT_THAT(Create("value", 1, {{"k", std::string(1024, 'v')}}).status(),
+              IsOk());
+  EXPECT_THAT(std::string(Create("value2", 1, {{"k", std::string(1025, 'v')}})
+                              .status()
+                              .message()),
+              HasSubstr("(1025 bytes)"));
+  EXPECT_EQ(Create("value3", 1, {{"k", "a\x1b[2J"}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Only what was accepted is kept: b (from the start), key and value.
+  std::vector<std::string> names;
+  for (const auto& tenant : Bound()) names.push_back(tenant.name());
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre("b", "key", "value"));
+}
+
+TEST_F(BoundTenantTest, AnythingButItsOwnDirectoryAtTheTenantsPathIsRefused) {
+  ASSERT_EQ(mkdir((dir_ + "/tenants").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((dir_ + "/elsewhere").c_str(), 0755), 0);
+  ASSERT_EQ(symlink((dir_ + "/elsewhere").c_str(),
+                    (dir_ + "/tenants/linked").c_str()),
+            0);
+  std::ofstream(dir_ + "/tenants/file") << "x";
+  for (const char* name : {"linked", "file"}) {
+    auto refused = Create(name, 1);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << name;
+    EXPECT_THAT(std::string(refused.status().message()),
+                HasSubstr("is not a directory of uid 0"));
+  }
+  struct stat info {};
+  EXPECT_NE(stat((dir_ + "/elsewhere/hrxd.sock").c_str(), &info), 0);
+  EXPECT_TRUE(Bound().empty()) << "a refused tenant was left registered";
+}
+
+TEST_F(BoundTenantTest, DirectoriesOutliveHrxdAndAreReusedAfterARestart) {
+  auto pod = Create("keeper", 8192);
+  ASSERT_THAT(pod.status(), IsOk());
+  struct stat before {};
+  ASSERT_EQ(stat((dir_ + "/tenants/keeper").c_str(), &before), 0);
+  EXPECT_EQ(daemon_->Stop(), 0);
+  daemon_.reset();
+  struct stat kept {};
+  EXPECT_EQ(stat((dir_ + "/tenants/keeper").c_str(), &kept), 0)
+      << "a stop removed a directory containers may have mounted";
+  EXPECT_NE(stat(pod->socket_path().c_str(), &kept), 0)
+      << "a stop left the socket behind";
+  StartDaemon();
+  EXPECT_TRUE(Bound().empty()) << "bound tenants live in hrxd's memory";
+  ASSERT_THAT(Create("keeper", 8192).status(), IsOk());
+  struct stat after {};
+  ASSERT_EQ(stat((dir_ + "/tenants/keeper").c_str(), &after), 0);
+  EXPECT_EQ(before.st_ino, after.st_ino);
+  EXPECT_THAT(
+      Run(pod->socket_path(), 1000, "budget_edge", {"--bytes=8192"}).out,
+      HasSubstr("exact: OK"));
+}
+
+TEST_F(BoundTenantTest, PodsSharingAUidDoNotShareThePerUidConnectionSlots) {
+  // kMaxConnectionsPerUid (64) applies on the main socket only; through a
+  // bound tenant's socket its own connections ceiling (default 128) does,
+  // so two pods of uid 1000 hold 66 connections between them.
+  auto first = Create("first", 1 << 20);
+  auto second = Create("second", 1 << 20);
+  ASSERT_THAT(first.status(), IsOk());
+  ASSERT_THAT(second.status(), IsOk());
+  std::vector<Subprocess> holders;
+  for (int i = 0; i < 66; ++i) {
+    const std::string& socket =
+        i % 2 == 0 ? first->socket_path() : second->socket_path();
+    holders.push_back(Subprocess::Start(
+        ClientArgs(socket, 1000, "hold", {"--bytes=4096"}), dir_));
+  }
+  for (Subprocess& holder : holders) {
+    ASSERT_TRUE(WaitForOutput(holder, "ready: yes")) << holder.Stdout();
+  }
+  // And uid 1000 still has all of its slots on the main socket.
+  EXPECT_THAT(
+      Run(daemon_->socket_path(), 1000, "budget_edge", {"--bytes=4096"}).out,
+      HasSubstr("exact: OK"));
+}
+
+}  // namespace
+}  // namespace hrx::testing
