@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,10 +52,12 @@ class BoundTenantTest : public ::testing::Test {
 
   absl::StatusOr<hrx::v1::BoundTenant> Create(
       const std::string& name, uint64_t device_bytes,
-      const std::map<std::string, std::string>& labels = {}) {
+      const std::map<std::string, std::string>& labels = {},
+      bool load_kernels = false) {
     grpc::ClientContext context;
     hrx::v1::CreateBoundTenantRequest request;
     request.set_name(name);
+    request.set_load_kernels(load_kernels);
     request.mutable_budget()->set_device_bytes(device_bytes);
     request.mutable_labels()->insert(labels.begin(), labels.end());
     hrx::v1::CreateBoundTenantResponse response;
@@ -268,6 +271,45 @@ TEST_F(BoundTenantTest, AnythingButItsOwnDirectoryAtTheTenantsPathIsRefused) {
   struct stat info {};
   EXPECT_NE(stat((dir_ + "/elsewhere/hrxd.sock").c_str(), &info), 0);
   EXPECT_TRUE(Bound().empty()) << "a refused tenant was left registered";
+}
+
+TEST_F(BoundTenantTest, ARemovedTenantsOwnExecutorStops) {
+  // A tenant that may load kernels runs in an executor of its own; once the
+  // tenant is removed nothing will use it again.
+  auto pod = Create("kernels", 1 << 20, {}, /*load_kernels=*/true);
+  ASSERT_THAT(pod.status(), IsOk());
+  EXPECT_TRUE(pod->load_kernels());
+  ASSERT_THAT(
+      Run(pod->socket_path(), 1000, "budget_edge", {"--bytes=4096"}).out,
+      HasSubstr("exact: OK"));
+  const pid_t executor = ExecutorPid(daemon_->process().pid(), "kernels");
+  ASSERT_GT(executor, 0) << "no executor of its own";
+  ASSERT_THAT(Remove("kernels").status(), IsOk());
+  bool gone = false;
+  for (int i = 0; i < 3000 && !gone; ++i) {
+    gone = ExecutorPid(daemon_->process().pid(), "kernels") == 0;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(gone) << "the removed tenant's executor still runs";
+  // hrxd reaps it and lists it as stopped, saying why.
+  std::optional<hrx::v1::ExecutorInfo> info;
+  for (int i = 0; i < 3000; ++i) {
+    grpc::ClientContext context;
+    hrx::v1::ListExecutorsResponse executors;
+    ASSERT_TRUE(Admin()
+                    ->ListExecutors(&context, hrx::v1::ListExecutorsRequest(),
+                                    &executors)
+                    .ok());
+    info.reset();
+    for (const auto& listed : executors.executors()) {
+      if (listed.name() == "kernels") info = listed;
+    }
+    if (info && !info->running()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(info.has_value());
+  EXPECT_FALSE(info->running());
+  EXPECT_THAT(info->last_loss(), HasSubstr("its tenant was removed"));
 }
 
 TEST_F(BoundTenantTest, DirectoriesOutliveHrxdAndAreReusedAfterARestart) {

@@ -158,20 +158,27 @@ void Core::RemoveBoundTenant(
   absl::StatusOr<std::shared_ptr<Tenant>> removed =
       sessions_.tenants().RemoveBound(name);
   if (!removed.ok()) return done(removed.status());
-  const Tenant* tenant = removed->get();
-  const std::vector<SessionTable::Entry> sessions = sessions_.Select(
-      [&](uint64_t, const Session& s) { return s.tenant.get() == tenant; });
-  if (sessions.empty()) return done(uint64_t{0});
+  std::shared_ptr<Tenant> tenant = *std::move(removed);
+  const std::vector<SessionTable::Entry> sessions =
+      sessions_.Select([&](uint64_t, const Session& s) {
+        return s.tenant.get() == tenant.get();
+      });
+  // Once every session has closed, an executor of its own goes too.
+  auto finish = [this, tenant, done = std::move(done)](uint64_t closed) {
+    devices_->Retire(*tenant);
+    done(closed);
+  };
+  if (sessions.empty()) return finish(0);
   // The last session's close reports for all of them.
   struct Pending {
     std::atomic<size_t> left;
     uint64_t closed;
-    std::function<void(absl::StatusOr<uint64_t>)> done;
+    std::function<void(uint64_t)> done;
   };
   auto pending = std::make_shared<Pending>();
   pending->left = sessions.size();
   pending->closed = sessions.size();
-  pending->done = std::move(done);
+  pending->done = std::move(finish);
   for (const auto& [handle, session] : sessions) {
     // A session its client closed meanwhile still counts: it is gone.
     CloseSession(handle, [pending](absl::StatusOr<CloseSummary>) {

@@ -61,6 +61,10 @@ class DeviceSet {
       std::function<void(const std::vector<std::string>& tenants,
                          const absl::Status& why, absl::Time lost_at)>;
   virtual void SetLostCallback(LostCallback lost) {}
+  // `tenant` is gone for good (a removed socket-bound tenant) and its
+  // sessions have closed: an executor of its own stops, rather than wait
+  // for work that will never come.
+  virtual void Retire(const Tenant& tenant) {}
 };
 
 // Every tenant's work on one backend, in hrxd's own process.

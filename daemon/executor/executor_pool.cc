@@ -195,6 +195,25 @@ void ExecutorPool::Lost(const std::string& name, ExecutorLink* link,
   if (lost) lost(tenants, why, link->lost_at());
 }
 
+void ExecutorPool::Retire(const daemon::Tenant& tenant) {
+  if (!tenant.own_executor()) return;
+  std::shared_ptr<ExecutorLink> link;
+  pid_t pid = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = executors_.find(tenant.name());
+    if (it == executors_.end() || it->second.backend == nullptr) return;
+    // Its sessions are closed: the loss ends nobody's work.
+    it->second.tenants.clear();
+    link = it->second.backend->link();
+    pid = it->second.pid;
+  }
+  // The watchdog's next round reaps it as it would a lost executor.
+  link->Lose(ExecutorLostStatus(tenant.name(),
+                                "was stopped because its tenant was removed"));
+  kill(pid, SIGKILL);
+}
+
 void ExecutorPool::Watch() {
   while (true) {
     std::vector<std::pair<std::string, std::shared_ptr<ExecutorLink>>> links;

@@ -67,6 +67,10 @@ class ExecutorPool final : public daemon::DeviceSet {
     return tenant.own_executor();
   }
   void SetLostCallback(LostCallback lost) override;
+  // Stops `tenant`'s own executor, if it has one running; it stays listed,
+  // not running, with why (it starts again if a tenant of that name ever
+  // needs it).
+  void Retire(const daemon::Tenant& tenant) override;
 
  private:
   struct Executor {
