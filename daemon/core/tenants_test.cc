@@ -209,9 +209,77 @@ TEST(TenantRegistryTest, ReloadKeepsTenantsThatKeepTheirNameAndTheirUse) {
   EXPECT_EQ(ml->usage()[0], 1000u);
   EXPECT_EQ(ml->limits()[0], 2048u);
   EXPECT_EQ(ml->role(), Role::kObserver);
-  EXPECT_EQ((*registry)->Resolve({4005, 1, 1, ""})->name(), "new");
+  EXPECT_EQ((*registry)->Resolve(Local(4005, 1))->name(), "new");
   EXPECT_EQ((*registry)->Find("ops"), nullptr);
-  EXPECT_EQ((*registry)->Resolve({4002, 50, 1, ""})->name(), "default");
+  EXPECT_EQ((*registry)->Resolve(Local(4002, 50))->name(), "default");
+}
+
+}  // namespace
+}  // namespace hrx::daemon
+
+namespace hrx::daemon {
+namespace {
+
+TEST(BoundTenantsTest, ACallerOfABoundSocketIsThatTenantUntilItIsRemoved) {
+  auto registry = TenantRegistry::Parse(kConfig, "test");
+  ASSERT_TRUE(registry.ok());
+  const absl::Time now = absl::FromUnixSeconds(100);
+  Limits limits = LimitsFromBudget(hrx::v1::Budget());
+  limits[static_cast<size_t>(Resource::kDeviceBytes)] = 4096;
+  auto pod = (*registry)->AddBound("pod-a", limits, false, {{"k", "v"}},
+                                   "/run/hrxd/tenants/pod-a/hrxd.sock", 2, now);
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  EXPECT_EQ((*pod)->role(), Role::kClient);
+
+  // uid 4001 is "ml" on the main socket, pod-a through pod-a's socket.
+  PeerIdentity through = Local(4001, 50);
+  through.bound_tenant = "pod-a";
+  EXPECT_EQ((*registry)->Resolve(Local(4001, 50))->name(), "ml");
+  EXPECT_EQ((*registry)->Resolve(through), *pod);
+  EXPECT_EQ((*registry)->Find("pod-a"), *pod);
+  ASSERT_EQ((*registry)->Bound().size(), 1u);
+  EXPECT_EQ((*registry)->Bound()[0].labels.at("k"), "v");
+  EXPECT_EQ((*registry)->Bound()[0].created, now);
+
+  // A config reload leaves bound tenants alone.
+  auto fresh = TenantRegistry::Parse(kConfig, "reload");
+  ASSERT_TRUE(fresh.ok());
+  (*registry)->Reload(std::move(**fresh));
+  EXPECT_EQ((*registry)->Resolve(through), *pod);
+
+  ASSERT_TRUE((*registry)->RemoveBound("pod-a").ok());
+  // Never falls through to the uid's tenant.
+  EXPECT_EQ((*registry)->Resolve(through), nullptr);
+  EXPECT_EQ((*registry)->RemoveBound("pod-a").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(BoundTenantsTest, NamesCountsAndLabelsAreChecked) {
+  auto registry = TenantRegistry::Parse(kConfig, "test");
+  ASSERT_TRUE(registry.ok());
+  const Limits limits = LimitsFromBudget(hrx::v1::Budget());
+  const absl::Time now = absl::FromUnixSeconds(1);
+  EXPECT_EQ((*registry)
+                ->AddBound("ml", limits, false, {}, "", 4, now)
+                .status()
+                .code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ((*registry)
+                ->AddBound("UPPER", limits, false, {}, "", 4, now)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE((*registry)->AddBound("one", limits, false, {}, "", 1, now).ok());
+  EXPECT_EQ((*registry)
+                ->AddBound("two", limits, false, {}, "", 1, now)
+                .status()
+                .code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ((*registry)->SetBoundLabels("one", {{"", "x"}}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*registry)->SetBoundLabels("one", {{"a/b.c_d-e", "x y"}}).ok());
+  EXPECT_EQ((*registry)->SetBoundLabels("nobody", {}).code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace
