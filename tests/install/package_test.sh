@@ -33,11 +33,15 @@ has_paths() {  # has_paths PACKAGE PATH...
 check "four packages of one version" \
   test "$(ls "$debs" | sort | tr '\n' ' ')" = \
   "hrxd_${version}_amd64.deb libhrx-dev_${version}_amd64.deb libhrx0_${version}_amd64.deb python3-hrx_${version}_amd64.deb "
-check "hrxd holds the daemon, tool, units, system config, man pages" has_paths hrxd \
-  /usr/bin/hrxd /usr/bin/hrxctl /lib/systemd/system/hrxd.service \
+check "hrxd holds the daemon, tools, units, system config, man pages" has_paths hrxd \
+  /usr/bin/hrxd /usr/bin/hrxctl /usr/bin/hrx-device-plugin \
+  /lib/systemd/system/hrxd.service \
   /lib/systemd/system/hrxd.socket /usr/lib/sysusers.d/hrxd.conf \
   /usr/lib/tmpfiles.d/hrxd.conf /etc/hrxd/hrxd.conf \
   /usr/share/man/man8/hrxd.8.gz /usr/share/man/man1/hrxctl.1.gz \
+  /usr/share/man/man8/hrx-device-plugin.8.gz /usr/share/doc/hrxd/kubernetes.md \
+  /usr/share/hrxd/kubernetes/hrxd-daemonset.yaml \
+  /usr/share/hrxd/kubernetes/sample-pod.yaml \
   /usr/share/doc/hrxd/copyright /usr/share/doc/hrxd/changelog.Debian.gz \
   /usr/share/doc/hrxd/operations.md /usr/share/hrxd/grafana/hrxd-dashboard.json \
   /usr/share/hrxd/examples/hello.cc
@@ -61,14 +65,15 @@ control_is_right() {
 }
 check "control data: conffiles, shlibs, ldconfig trigger, computed Depends" control_is_right
 binaries_are_stripped() {
-  for elf in usr/bin/hrxd usr/bin/hrxctl; do
+  for elf in usr/bin/hrxd usr/bin/hrxctl usr/bin/hrx-device-plugin; do
     dpkg-deb --fsys-tarfile "$debs/hrxd_${version}_amd64.deb" | tar -xO "./$elf" >"$HRX_TEST_DIR/elf"
     ! readelf -S "$HRX_TEST_DIR/elf" | grep >/dev/null '\.debug_info' || { echo "$elf has debug info"; return 1; }
   done
 }
 check "binaries are stripped" binaries_are_stripped
 man_pages_render() {
-  for page in usr/share/man/man8/hrxd.8.gz usr/share/man/man1/hrxctl.1.gz; do
+  for page in usr/share/man/man8/hrxd.8.gz usr/share/man/man1/hrxctl.1.gz \
+    usr/share/man/man8/hrx-device-plugin.8.gz; do
     dpkg-deb --fsys-tarfile "$debs/hrxd_${version}_amd64.deb" | tar -xO "./$page" | gunzip >"$HRX_TEST_DIR/page"
     warnings="$(groff -man -ww -z "$HRX_TEST_DIR/page" 2>&1)"
     [ -z "$warnings" ] || { echo "$page: $warnings"; return 1; }

@@ -2,7 +2,7 @@
 # `make deb`: splits the install tree (//deploy:install_tree) into Debian
 # packages as Debian's policy splits such a project, and builds each with
 # dpkg-deb:
-#   hrxd         the daemon, hrxctl, units, sysusers/tmpfiles, /etc/hrxd,
+#   hrxd         the daemon, hrxctl, hrx-device-plugin, units, sysusers/tmpfiles, /etc/hrxd,
 #                man pages, the Grafana dashboard, examples
 #   libhrx0      libhrx.so.0 (with shlibs and an ldconfig trigger)
 #   libhrx-dev   headers, libhrx.a, the libhrx.so link, hrx.pc

@@ -5,8 +5,9 @@
 # start from this tree, so they install the same files.
 #
 #   make_install_tree.sh OUT.tar KEY=PATH...
-# KEYs: hrxd hrxctl libhrx_so libhrx_a hrx_pc headers (space-separated
-# list) units conf man docs dashboard examples python; version soversion
+# KEYs: hrxd hrxctl device_plugin libhrx_so libhrx_a hrx_pc headers (space-separated
+# list) units conf man docs dashboard examples python kubernetes; version
+# soversion
 # python_suffix epoch.
 set -euo pipefail
 out="$(realpath -m "$1")"
@@ -25,10 +26,12 @@ install -d "$tree/usr/bin" "$lib/pkgconfig" "$tree/usr/include/hrx" \
   "$tree/lib/systemd/system" "$tree/usr/lib/sysusers.d" \
   "$tree/usr/lib/tmpfiles.d" "$tree/etc/hrxd" "$tree/usr/share/man/man1" \
   "$tree/usr/share/man/man8" "$tree/usr/share/doc/hrxd" \
-  "$tree/usr/share/hrxd/grafana" "$tree/usr/share/hrxd/examples"
+  "$tree/usr/share/hrxd/grafana" "$tree/usr/share/hrxd/examples" \
+  "$tree/usr/share/hrxd/kubernetes"
 
 install -m 0755 "${in[hrxd]}" "$tree/usr/bin/hrxd"
 install -m 0755 "${in[hrxctl]}" "$tree/usr/bin/hrxctl"
+install -m 0755 "${in[device_plugin]}" "$tree/usr/bin/hrx-device-plugin"
 install -m 0644 "${in[libhrx_so]}" "$lib/libhrx.so.$version"
 ln -s "libhrx.so.$version" "$lib/libhrx.so.$soversion"
 ln -s "libhrx.so.$soversion" "$lib/libhrx.so"
@@ -57,6 +60,9 @@ for example in ${in[examples]}; do
   mode=0644
   [ "${example##*.}" = sh ] && mode=0755
   install -m "$mode" "$example" "$tree/usr/share/hrxd/examples/"
+done
+for manifest in ${in[kubernetes]}; do
+  install -m 0644 "$manifest" "$tree/usr/share/hrxd/kubernetes/"
 done
 if [ -n "${in[python]:-}" ]; then
   python_dir="$tree/usr/lib/python3/dist-packages/hrx"
