@@ -318,13 +318,15 @@ absl::Status Run(const DaemonOptions& options) {
         log->warn("SIGHUP: no --config to reload");
       } else {
         auto fresh = TenantRegistry::Load(options.config_path);
-        if (fresh.ok()) {
-          core->admin().ReloadTenants(std::move(**fresh));
+        absl::Status reloaded = fresh.status();
+        if (fresh.ok())
+          reloaded = core->admin().ReloadTenants(std::move(**fresh));
+        if (reloaded.ok()) {
           log->info("SIGHUP: reloaded tenants and budgets from {}",
                     options.config_path);
         } else {
           log->error("SIGHUP: kept the previous config: {}",
-                     std::string(fresh.status().message()));
+                     std::string(reloaded.message()));
         }
       }
       notifier.ReloadDone(StatusLine(*core));

@@ -72,16 +72,43 @@ absl::StatusOr<std::vector<std::string>> CheckDevices(
   return sorted;
 }
 
-std::string TenantNameFor(const std::vector<std::string>& ids) {
-  // FNV-1a over the sorted IDs: stable across runs and builds.
+std::string TenantNameFor(const std::string& resource_name,
+                          const std::vector<std::string>& ids) {
+  // FNV-1a over the resource and the sorted IDs: stable across runs and
+  // builds.
   uint64_t hash = 1469598103934665603ull;
-  for (const std::string& id : ids) {
-    for (const char c : id + ",") {
+  auto mix = [&hash](const std::string& text) {
+    for (const char c : text + ",") {
       hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
     }
-  }
+  };
+  mix(resource_name);
+  for (const std::string& id : ids) mix(id);
   return absl::StrFormat("k8s-%u-%08x", IndexOf(ids.front()).value_or(0),
                          static_cast<uint32_t>(hash ^ (hash >> 32)));
+}
+
+std::string DevicesLabel(const std::vector<std::string>& ids) {
+  constexpr size_t kMaxBytes = 1000;  // under hrxd's 1024-byte label values
+  std::vector<std::string> runs;
+  for (size_t i = 0; i < ids.size();) {
+    const uint64_t first = IndexOf(ids[i]).value_or(0);
+    size_t j = i;
+    while (j + 1 < ids.size() &&
+           IndexOf(ids[j + 1]).value_or(0) == IndexOf(ids[j]).value_or(0) + 1) {
+      ++j;
+    }
+    const uint64_t last = IndexOf(ids[j]).value_or(0);
+    runs.push_back(first == last ? absl::StrCat(first)
+                                 : absl::StrCat(first, "..", last));
+    i = j + 1;
+  }
+  std::string label = absl::StrCat(kDevicePrefix, absl::StrJoin(runs, ","));
+  if (label.size() > kMaxBytes) {
+    label = absl::StrCat(label.substr(0, kMaxBytes), "... (",
+                         ids.size(), " devices)");
+  }
+  return label;
 }
 
 std::vector<std::string> PreferredDevices(
@@ -107,7 +134,7 @@ std::map<std::string, std::string> TenantLabels(
   std::map<std::string, std::string> labels = {
       {kManagedByLabel, kManagedByValue},
       {kResourceLabel, resource_name},
-      {kDevicesLabel, absl::StrJoin(devices, ",")},
+      {kDevicesLabel, DevicesLabel(devices)},
   };
   if (!pod.empty()) labels[kPodLabel] = pod;
   if (!container.empty()) labels[kContainerLabel] = container;
@@ -120,13 +147,22 @@ ReconcilePlan PlanReconcile(const std::vector<ExistingTenant>& tenants,
                             uint64_t device_count, absl::Time now,
                             absl::Duration grace) {
   ReconcilePlan plan;
-  std::map<std::string, PodContainer> wanted;
+  // One entry per container, its devices merged from all of its entries.
+  std::map<std::pair<std::string, std::string>, PodContainer> merged;
   for (const PodContainer& container : containers) {
+    PodContainer& entry = merged[{container.pod, container.container}];
+    entry.pod = container.pod;
+    entry.container = container.container;
+    entry.device_ids.insert(entry.device_ids.end(),
+                            container.device_ids.begin(),
+                            container.device_ids.end());
+  }
+  std::map<std::string, PodContainer> wanted;
+  for (auto& [key, container] : merged) {
     auto devices = CheckDevices(container.device_ids, device_count);
     if (!devices.ok()) continue;  // not ours (another plugin's resource)
-    PodContainer entry = container;
-    entry.device_ids = *devices;
-    wanted[TenantNameFor(*devices)] = std::move(entry);
+    container.device_ids = *devices;
+    wanted[TenantNameFor(resource_name, *devices)] = std::move(container);
   }
   std::map<std::string, const ExistingTenant*> existing;
   for (const ExistingTenant& tenant : tenants) existing[tenant.name] = &tenant;

@@ -44,10 +44,14 @@ absl::StatusOr<uint64_t> DeviceCount(uint64_t memory_bytes,
 // plugin advertises (INVALID_ARGUMENT naming the ID), sorted, deduplicated.
 absl::StatusOr<std::vector<std::string>> CheckDevices(
     const std::vector<std::string>& ids, uint64_t device_count);
-// The bound tenant for these (checked) devices: "k8s-" + the lowest
-// index + "-" + 8 hex digits of a hash of the whole set. Two live
-// allocations never share a device, so never a name.
-std::string TenantNameFor(const std::vector<std::string>& ids);
+// The bound tenant for these (checked) devices of `resource_name`: "k8s-" +
+// the lowest index + "-" + 8 hex digits of a hash of the resource and the
+// whole set. Two live allocations never share a device, so never a name.
+std::string TenantNameFor(const std::string& resource_name,
+                          const std::vector<std::string>& ids);
+// The devices as the label shows them: runs of indices ("hrx-mem-0..3,7"),
+// cut to fit a label value (hrxd takes at most 1024 bytes).
+std::string DevicesLabel(const std::vector<std::string>& ids);
 
 // GetPreferredAllocation: `size` devices from `available`, `must_include`
 // first, then the lowest indices (contiguous runs make short names and
@@ -83,8 +87,15 @@ struct ReconcilePlan {
 };
 
 // Compares hrxd's tenants with the kubelet's `containers` (those holding
-// devices of `resource_name`, unchecked IDs skipped) at `now`. Only tenants
-// this plugin made for this resource are ever removed.
+// devices of `resource_name`, unchecked IDs skipped) at `now`. Entries of
+// one container are merged first: the kubelet reports a container's devices
+// in several entries (one per device, or per NUMA node). Only tenants this
+// plugin made for this resource are ever removed.
+//
+// `remove` lists candidates; the reconciler removes one only after it has
+// been a candidate on kReclaimAfterPasses passes in a row, so that one
+// incomplete answer (a kubelet just restarted) removes nothing.
+inline constexpr int kReclaimAfterPasses = 3;
 ReconcilePlan PlanReconcile(const std::vector<ExistingTenant>& tenants,
                             const std::vector<PodContainer>& containers,
                             const std::string& resource_name,

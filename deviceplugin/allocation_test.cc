@@ -40,12 +40,25 @@ TEST(CheckDevicesTest, AcceptsOnlyAdvertisedIdsAndSortsByIndex) {
 }
 
 TEST(TenantNameTest, StableForASetAndDistinctAcrossSets) {
-  const std::string a = TenantNameFor({"hrx-mem-3", "hrx-mem-4"});
-  EXPECT_EQ(a, TenantNameFor({"hrx-mem-3", "hrx-mem-4"}));
-  EXPECT_NE(a, TenantNameFor({"hrx-mem-3", "hrx-mem-5"}));
-  EXPECT_NE(a, TenantNameFor({"hrx-mem-3"}));
+  const std::string a = TenantNameFor(kResource, {"hrx-mem-3", "hrx-mem-4"});
+  EXPECT_EQ(a, TenantNameFor(kResource, {"hrx-mem-3", "hrx-mem-4"}));
+  EXPECT_NE(a, TenantNameFor(kResource, {"hrx-mem-3", "hrx-mem-5"}));
+  EXPECT_NE(a, TenantNameFor(kResource, {"hrx-mem-3"}));
   EXPECT_THAT(a, ::testing::StartsWith("k8s-3-"));
-  EXPECT_LE(TenantNameFor({DeviceId(kMaxDevices - 1)}).size(), 63u);
+  EXPECT_LE(TenantNameFor(kResource, {DeviceId(kMaxDevices - 1)}).size(), 63u);
+  // Another resource's plugin never makes the same name.
+  EXPECT_NE(a, TenantNameFor("example.com/other", {"hrx-mem-3", "hrx-mem-4"}));
+}
+
+TEST(DevicesLabelTest, RunsOfIndicesCutToFitALabel) {
+  EXPECT_EQ(DevicesLabel({"hrx-mem-0", "hrx-mem-1", "hrx-mem-2", "hrx-mem-7",
+                          "hrx-mem-9", "hrx-mem-10"}),
+            "hrx-mem-0..2,7,9..10");
+  std::vector<std::string> every_other;
+  for (uint64_t i = 0; i < kMaxDevices; i += 2) every_other.push_back(DeviceId(i));
+  const std::string cut = DevicesLabel(every_other);
+  EXPECT_LE(cut.size(), 1024u);
+  EXPECT_THAT(cut, ::testing::EndsWith("... (2048 devices)"));
 }
 
 TEST(PreferredDevicesTest, MustIncludeFirstThenLowestIndices) {
@@ -58,7 +71,7 @@ TEST(PreferredDevicesTest, MustIncludeFirstThenLowestIndices) {
 
 ExistingTenant Existing(const std::vector<std::string>& devices,
                         const std::string& pod, absl::Time created) {
-  return ExistingTenant{TenantNameFor(devices),
+  return ExistingTenant{TenantNameFor(kResource, devices),
                         TenantLabels(kResource, devices, pod, "main"),
                         created};
 }
@@ -94,8 +107,26 @@ TEST(PlanReconcileTest, RestoresLabelsAndReclaims) {
   ASSERT_EQ(plan.label.size(), 1u);
   EXPECT_EQ(plan.label[0].pod, "ns/b");
   EXPECT_THAT(plan.remove,
-              ::testing::UnorderedElementsAre(TenantNameFor(gone),
-                                              TenantNameFor(stale)));
+              ::testing::UnorderedElementsAre(TenantNameFor(kResource, gone),
+                                              TenantNameFor(kResource, stale)));
+}
+
+TEST(PlanReconcileTest, AContainersDevicesInSeveralEntriesAreOneTenant) {
+  // The kubelet lists a container's devices one entry per device (or per
+  // NUMA node): they still make the one tenant Allocate made.
+  const absl::Time now = absl::FromUnixSeconds(1000);
+  const std::vector<std::string> devices = {"hrx-mem-0", "hrx-mem-1",
+                                            "hrx-mem-2"};
+  const ExistingTenant tenant = Existing(devices, "ns/a", now);
+  const ReconcilePlan plan = PlanReconcile(
+      {tenant},
+      {{"ns/a", "main", {"hrx-mem-2"}},
+       {"ns/a", "main", {"hrx-mem-0"}},
+       {"ns/a", "main", {"hrx-mem-1"}}},
+      kResource, 4, now, absl::ZeroDuration());
+  EXPECT_THAT(plan.remove, IsEmpty());
+  EXPECT_THAT(plan.create, IsEmpty());
+  EXPECT_THAT(plan.label, IsEmpty());
 }
 
 TEST(PlanReconcileTest, AnotherResourcesTenantsAreLeftAlone) {

@@ -67,13 +67,15 @@ hrx::v1::Budget PluginService::BudgetFor(size_t devices) const {
   hrx::v1::Budget budget;
   budget.set_device_bytes(devices * options_.unit_bytes);
   budget.set_shared_bytes(options_.shared_bytes);
+  budget.set_connections(kPodConnections);
+  budget.set_reply_bytes(kPodReplyBytes);
   return budget;
 }
 
 absl::StatusOr<hrx::v1::BoundTenant> PluginService::EnsureTenant(
     const std::vector<std::string>& devices, const std::string& pod,
     const std::string& container, bool replace) const {
-  const std::string name = TenantNameFor(devices);
+  const std::string name = TenantNameFor(options_.resource_name, devices);
   const auto labels =
       TenantLabels(options_.resource_name, devices, pod, container);
   absl::StatusOr<hrx::v1::BoundTenant> created = hrxd_.Create(
@@ -81,22 +83,33 @@ absl::StatusOr<hrx::v1::BoundTenant> PluginService::EnsureTenant(
   if (created.ok() || created.status().code() != absl::StatusCode::kAlreadyExists) {
     return created;
   }
+  absl::StatusOr<std::vector<hrx::v1::BoundTenant>> tenants = hrxd_.List();
+  if (!tenants.ok()) return tenants.status();
+  const hrx::v1::BoundTenant* existing = nullptr;
+  for (const hrx::v1::BoundTenant& tenant : *tenants) {
+    if (tenant.name() == name) existing = &tenant;
+  }
+  if (existing == nullptr) return created.status();  // not a bound tenant
+  auto label = [existing](const char* key) {
+    auto it = existing->labels().find(key);
+    return it == existing->labels().end() ? std::string() : it->second;
+  };
+  if (label(kManagedByLabel) != kManagedByValue ||
+      label(kResourceLabel) != options_.resource_name) {
+    return absl::AlreadyExistsError(absl::StrFormat(
+        "hrxd has a tenant named \"%s\" that this plugin did not make for "
+        "%s. Fix: remove it (hrxctl bound remove %s) or rename it.",
+        name, options_.resource_name, name));
+  }
+  if (!replace) return *existing;
   // The kubelet hands out only devices no live container holds: a tenant
   // of the same name belongs to a container that is gone (or to an earlier
   // Allocate for this one that the kubelet retried).
-  if (replace) {
-    if (absl::Status removed = hrxd_.Remove(name); !removed.ok()) {
-      return removed;
-    }
-    return hrxd_.Create(name, BudgetFor(devices.size()), options_.load_kernels,
-                        labels);
+  if (absl::Status removed = hrxd_.Remove(name); !removed.ok()) {
+    return removed;
   }
-  absl::StatusOr<std::vector<hrx::v1::BoundTenant>> tenants = hrxd_.List();
-  if (!tenants.ok()) return tenants.status();
-  for (const hrx::v1::BoundTenant& tenant : *tenants) {
-    if (tenant.name() == name) return tenant;
-  }
-  return created.status();
+  return hrxd_.Create(name, BudgetFor(devices.size()), options_.load_kernels,
+                      labels);
 }
 
 grpc::Status PluginService::GetDevicePluginOptions(
@@ -161,8 +174,11 @@ grpc::Status PluginService::Allocate(grpc::ServerContext* context,
     if (!devices.ok()) return shared::ToGrpcStatus(devices.status());
     // The pod is not named here; reconciliation labels the tenant once the
     // kubelet's pod resources list it.
-    absl::StatusOr<hrx::v1::BoundTenant> tenant =
-        EnsureTenant(*devices, "", "", /*replace=*/true);
+    absl::StatusOr<hrx::v1::BoundTenant> tenant;
+    {
+      absl::MutexLock lock(&tenants_mu_);
+      tenant = EnsureTenant(*devices, "", "", /*replace=*/true);
+    }
     if (!tenant.ok()) {
       return shared::ToGrpcStatus(absl::Status(
           tenant.status().code(),
@@ -189,6 +205,7 @@ grpc::Status PluginService::PreStartContainer(
   absl::StatusOr<std::vector<std::string>> devices =
       CheckDevices(Ids(request->devices_ids()), device_count_);
   if (!devices.ok()) return shared::ToGrpcStatus(devices.status());
+  absl::MutexLock lock(&tenants_mu_);
   return shared::ToGrpcStatus(
       EnsureTenant(*devices, "", "", /*replace=*/false).status());
 }

@@ -20,6 +20,13 @@
 
 namespace hrx::deviceplugin {
 
+// Object ceilings of a pod's tenant below hrxd's defaults: a node holds up
+// to --max_bound_tenants of them, and their sum must stay well inside what
+// hrxd itself can hold (4096 local connections; reply bytes are hrxd's
+// memory).
+inline constexpr uint64_t kPodConnections = 32;
+inline constexpr uint64_t kPodReplyBytes = uint64_t{64} << 20;
+
 class PluginService final : public v1beta1::DevicePlugin::Service {
  public:
   PluginService(const PluginOptions& options, const HrxdAdmin& hrxd,
@@ -33,12 +40,19 @@ class PluginService final : public v1beta1::DevicePlugin::Service {
   void Stop();
   void Restart();
 
+  // Held while tenants are made or removed: Allocate, PreStartContainer and
+  // a reconciliation pass never act on one name at once (a pass's plan is
+  // made and carried out under it).
+  absl::Mutex& tenants_lock() const { return tenants_mu_; }
+
   // Makes the tenant for `devices` (checked, sorted) with its labels, in
-  // place of any tenant of that name (`replace`: a new allocation) or only
-  // when none exists (a restore).
+  // place of a tenant of that name this plugin made (`replace`: a new
+  // allocation) or only when none exists (a restore). A tenant of that name
+  // the plugin did not make is never replaced (ALREADY_EXISTS).
   absl::StatusOr<hrx::v1::BoundTenant> EnsureTenant(
       const std::vector<std::string>& devices, const std::string& pod,
-      const std::string& container, bool replace) const;
+      const std::string& container, bool replace) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tenants_mu_);
 
   uint64_t device_count() const { return device_count_; }
 
@@ -67,6 +81,7 @@ class PluginService final : public v1beta1::DevicePlugin::Service {
   const PluginOptions options_;
   const HrxdAdmin& hrxd_;
   const uint64_t device_count_;
+  mutable absl::Mutex tenants_mu_;
   absl::Mutex mu_;
   bool healthy_ ABSL_GUARDED_BY(mu_) = true;
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;  // bumped on every change

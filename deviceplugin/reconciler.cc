@@ -55,6 +55,7 @@ absl::StatusOr<std::vector<PodContainer>> Reconciler::ListContainers() const {
 }
 
 void Reconciler::Pass(absl::Time now) {
+  absl::MutexLock lock(&service_.tenants_lock());
   absl::StatusOr<std::vector<hrx::v1::BoundTenant>> tenants = hrxd_.List();
   if (!tenants.ok()) return;  // hrxd is down: the health check says so
   absl::StatusOr<std::vector<PodContainer>> containers = ListContainers();
@@ -85,7 +86,8 @@ void Reconciler::Pass(absl::Time now) {
                                     made.status().message()));
   }
   for (const PodContainer& container : plan.label) {
-    const std::string name = TenantNameFor(container.device_ids);
+    const std::string name =
+        TenantNameFor(options_.resource_name, container.device_ids);
     absl::Status labelled = hrxd_.SetLabels(
         name, TenantLabels(options_.resource_name, container.device_ids,
                            container.pod, container.container));
@@ -94,13 +96,21 @@ void Reconciler::Pass(absl::Time now) {
                           container.container));
     }
   }
+  std::map<std::string, int> candidates;
   for (const std::string& name : plan.remove) {
+    const int passes = candidate_passes_[name] + 1;
+    if (passes < kReclaimAfterPasses) {
+      candidates[name] = passes;
+      continue;
+    }
     absl::Status removed = hrxd_.Remove(name);
     Log(removed.ok() ? absl::StrCat("removed tenant ", name,
                                     ": its pod is gone")
                      : absl::StrCat("removing tenant ", name, ": ",
                                     removed.message()));
   }
+  // A tenant that is no longer a candidate starts again from zero.
+  candidate_passes_ = std::move(candidates);
 }
 
 }  // namespace hrx::deviceplugin

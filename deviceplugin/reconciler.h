@@ -3,11 +3,14 @@
 // listed containers that hrxd lacks are made again (hrxd restarted), newly
 // seen pods are recorded on their tenants, and tenants whose pods are gone
 // are removed, which closes their sessions and returns their memory.
-// Nothing is removed on a pass where the kubelet does not answer.
+// Nothing is removed on a pass where the kubelet does not answer, and a
+// tenant only once it was a candidate kReclaimAfterPasses passes in a row.
 #ifndef HRX_DEVICEPLUGIN_RECONCILER_H_
 #define HRX_DEVICEPLUGIN_RECONCILER_H_
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -36,6 +39,8 @@ class Reconciler {
   const HrxdAdmin& hrxd_;
   const PluginService& service_;
   std::shared_ptr<grpc::Channel> pod_resources_;
+  // Passes in a row on which each tenant was a removal candidate.
+  std::map<std::string, int> candidate_passes_;
 };
 
 }  // namespace hrx::deviceplugin

@@ -297,6 +297,8 @@ constexpr ReasonInfo kReasons[] = {
      absl::StatusCode::kResourceExhausted, Origin::kDaemon},
     {Reason::kTenantRemoved, "tenant_removed",
      absl::StatusCode::kPermissionDenied, Origin::kDaemon},
+    {Reason::kTenantBusy, "tenant_busy", absl::StatusCode::kUnavailable,
+     Origin::kDaemon},
 };
 
 constexpr bool InEnumOrder() {

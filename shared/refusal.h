@@ -162,6 +162,7 @@ enum class Reason : uint16_t {
   kTenantExists,
   kTooManyBoundTenants,
   kTenantRemoved,
+  kTenantBusy,
 };
 
 enum class Origin : uint8_t {

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "hrx/v1/admin.grpc.pb.h"
 #include "shared/status_matchers.h"
+#include "tests/container.h"
 #include "tests/subprocess.h"
 #include "tests/test_daemon.h"
 
@@ -105,6 +106,26 @@ class BoundTenantTest : public ::testing::Test {
     return RunToCompletion(ClientArgs(socket, uid, scenario, extra), dir_);
   }
 
+  // A client of `tenant` as a container runs one: the tenant's directory
+  // mounted read-only in a mount namespace of its own (the tenant socket
+  // directory is 0700: only a mount reaches a tenant's socket).
+  std::vector<std::string> InTenant(const hrx::v1::BoundTenant& tenant,
+                                    uid_t uid, const std::string& scenario,
+                                    const std::vector<std::string>& extra) {
+    const std::string& socket = tenant.socket_path();
+    const std::string mount_point = dir_ + "/container";
+    mkdir(mount_point.c_str(), 0755);
+    return InContainer(
+        {socket.substr(0, socket.rfind('/')), mount_point, true}, {},
+        ClientArgs(mount_point + "/hrxd.sock", uid, scenario, extra));
+  }
+
+  RunResult RunIn(const hrx::v1::BoundTenant& tenant, uid_t uid,
+                  const std::string& scenario,
+                  const std::vector<std::string>& extra = {}) {
+    return RunToCompletion(InTenant(tenant, uid, scenario, extra), dir_);
+  }
+
   static bool WaitForOutput(Subprocess& child, const std::string& line) {
     for (int i = 0; i < 3000; ++i) {
       if (child.Stdout().find(line) != std::string::npos) return true;
@@ -155,11 +176,9 @@ TEST_F(BoundTenantTest,
   ASSERT_THAT(doomed.status(), IsOk());
   ASSERT_THAT(bystander.status(), IsOk());
   auto holder = Subprocess::Start(
-      ClientArgs(doomed->socket_path(), 1000, "hold", {"--bytes=3145728"}),
-      dir_);
+      InTenant(*doomed, 1000, "hold", {"--bytes=3145728"}), dir_);
   auto steady = Subprocess::Start(
-      ClientArgs(bystander->socket_path(), 1000, "hold", {"--bytes=524288"}),
-      dir_);
+      InTenant(*bystander, 1000, "hold", {"--bytes=524288"}), dir_);
   ASSERT_TRUE(WaitForOutput(holder, "ready: yes")) << holder.Stderr();
   ASSERT_TRUE(WaitForOutput(steady, "ready: yes")) << steady.Stderr();
   const uint64_t in_use = QueryStatus(daemon_->socket_path()).bytes_in_use();
@@ -178,11 +197,11 @@ TEST_F(BoundTenantTest,
   EXPECT_NE(stat((dir_ + "/tenants/doomed").c_str(), &info), 0);
   // Nothing answers for the removed tenant any more.
   const RunResult late =
-      Run(doomed->socket_path(), 1000, "budget_edge", {"--bytes=1024"});
+      Run(doomed->socket_path(), 0, "budget_edge", {"--bytes=1024"});
   EXPECT_THAT(late.out, HasSubstr("connect: UNAVAILABLE"));
   // The bystander's tenant still works, beside its held bytes.
   const RunResult next =
-      Run(bystander->socket_path(), 1000, "budget_edge", {"--bytes=524288"});
+      RunIn(*bystander, 1000, "budget_edge", {"--bytes=524288"});
   EXPECT_THAT(next.out, HasSubstr("exact: OK"));
   EXPECT_THAT(next.out, HasSubstr("one_more: RESOURCE_EXHAUSTED"));
   EXPECT_THAT(next.out, HasSubstr("intact: yes"));
@@ -255,6 +274,42 @@ TEST_F(BoundTenantTest, EveryLimitIsRefusedAtItsEdge) {
   EXPECT_THAT(names, ::testing::UnorderedElementsAre("b", "key", "value"));
 }
 
+TEST_F(BoundTenantTest, OnlyAMountOfItsDirectoryReachesATenantsSocket) {
+  // A looser tenant socket directory left from before is tightened.
+  ASSERT_EQ(mkdir((dir_ + "/tenants").c_str(), 0777), 0);
+  auto pod = Create("hidden", 1 << 20);
+  ASSERT_THAT(pod.status(), IsOk());
+  struct stat root {};
+  ASSERT_EQ(stat((dir_ + "/tenants").c_str(), &root), 0);
+  EXPECT_EQ(root.st_mode & 07777, 0700u);
+  // Another local user who knows (or guesses) the name cannot connect.
+  EXPECT_THAT(Run(pod->socket_path(), 1000, "budget_edge", {"--bytes=1"}).out,
+              HasSubstr("connect: UNAVAILABLE"));
+  EXPECT_THAT(RunIn(*pod, 1000, "budget_edge", {"--bytes=1048576"}).out,
+              HasSubstr("exact: OK"));
+}
+
+TEST_F(BoundTenantTest, GrantsToARemovedTenantDoNotPassToTheNextOfItsName) {
+  auto pod = Create("grantee", 1 << 20);
+  ASSERT_THAT(pod.status(), IsOk());
+  const std::string go = dir_ + "/go";
+  auto owner =
+      Subprocess::Start(ClientArgs(daemon_->socket_path(), 0, "grant",
+                                   {"--grantee=grantee", "--go=" + go}),
+                        dir_);
+  ASSERT_TRUE(WaitForOutput(owner, "grant: ")) << owner.Stdout();
+  const std::string out = owner.Stdout();
+  const std::string grant = out.substr(out.find("grant: ") + 7, 16);
+  ASSERT_THAT(Remove("grantee").status(), IsOk());
+  auto next = Create("grantee", 1 << 20);
+  ASSERT_THAT(next.status(), IsOk());
+  const RunResult imported =
+      RunIn(*next, 1000, "import", {"--grant=" + grant, "--go=" + go});
+  std::ofstream(go) << "go";
+  EXPECT_THAT(imported.out, HasSubstr("import: NOT_FOUND unknown_grant"));
+  EXPECT_EQ(owner.Wait(), 0);
+}
+
 TEST_F(BoundTenantTest, AnythingButItsOwnDirectoryAtTheTenantsPathIsRefused) {
   ASSERT_EQ(mkdir((dir_ + "/tenants").c_str(), 0755), 0);
   ASSERT_EQ(mkdir((dir_ + "/elsewhere").c_str(), 0755), 0);
@@ -279,9 +334,8 @@ TEST_F(BoundTenantTest, ARemovedTenantsOwnExecutorStops) {
   auto pod = Create("kernels", 1 << 20, {}, /*load_kernels=*/true);
   ASSERT_THAT(pod.status(), IsOk());
   EXPECT_TRUE(pod->load_kernels());
-  ASSERT_THAT(
-      Run(pod->socket_path(), 1000, "budget_edge", {"--bytes=4096"}).out,
-      HasSubstr("exact: OK"));
+  ASSERT_THAT(RunIn(*pod, 1000, "budget_edge", {"--bytes=4096"}).out,
+              HasSubstr("exact: OK"));
   const pid_t executor = ExecutorPid(daemon_->process().pid(), "kernels");
   ASSERT_GT(executor, 0) << "no executor of its own";
   ASSERT_THAT(Remove("kernels").status(), IsOk());
@@ -330,9 +384,8 @@ TEST_F(BoundTenantTest, DirectoriesOutliveHrxdAndAreReusedAfterARestart) {
   struct stat after {};
   ASSERT_EQ(stat((dir_ + "/tenants/keeper").c_str(), &after), 0);
   EXPECT_EQ(before.st_ino, after.st_ino);
-  EXPECT_THAT(
-      Run(pod->socket_path(), 1000, "budget_edge", {"--bytes=8192"}).out,
-      HasSubstr("exact: OK"));
+  EXPECT_THAT(RunIn(*pod, 1000, "budget_edge", {"--bytes=8192"}).out,
+              HasSubstr("exact: OK"));
 }
 
 TEST_F(BoundTenantTest, PodsSharingAUidDoNotShareThePerUidConnectionSlots) {
@@ -345,10 +398,9 @@ TEST_F(BoundTenantTest, PodsSharingAUidDoNotShareThePerUidConnectionSlots) {
   ASSERT_THAT(second.status(), IsOk());
   std::vector<Subprocess> holders;
   for (int i = 0; i < 66; ++i) {
-    const std::string& socket =
-        i % 2 == 0 ? first->socket_path() : second->socket_path();
     holders.push_back(Subprocess::Start(
-        ClientArgs(socket, 1000, "hold", {"--bytes=4096"}), dir_));
+        InTenant(i % 2 == 0 ? *first : *second, 1000, "hold", {"--bytes=4096"}),
+        dir_));
   }
   for (Subprocess& holder : holders) {
     ASSERT_TRUE(WaitForOutput(holder, "ready: yes")) << holder.Stdout();

@@ -204,8 +204,8 @@ absl::Status AdminViews::SetQueueCount(uint64_t session, uint32_t count) {
   return queues_.SetCapacity(count);
 }
 
-void AdminViews::ReloadTenants(TenantRegistry&& fresh) {
-  sessions_.tenants().Reload(std::move(fresh));
+absl::Status AdminViews::ReloadTenants(TenantRegistry&& fresh) {
+  return sessions_.tenants().Reload(std::move(fresh));
 }
 
 }  // namespace hrx::daemon

@@ -75,7 +75,7 @@ class AdminViews {
 
   absl::Status SetBudget(const std::string& tenant, const Limits& limits);
   // Takes a newly read config's tenants (see TenantRegistry::Reload).
-  void ReloadTenants(TenantRegistry&& fresh);
+  absl::Status ReloadTenants(TenantRegistry&& fresh);
   // See QueuePool::SetCapacity. Sessions of admin tenants only.
   absl::Status SetQueueCount(uint64_t session, uint32_t count);
 

@@ -159,6 +159,7 @@ void Core::RemoveBoundTenant(
       sessions_.tenants().RemoveBound(name);
   if (!removed.ok()) return done(removed.status());
   std::shared_ptr<Tenant> tenant = *std::move(removed);
+  sharing_.ForgetGrantee(tenant->name());
   const std::vector<SessionTable::Entry> sessions =
       sessions_.Select([&](uint64_t, const Session& s) {
         return s.tenant.get() == tenant.get();

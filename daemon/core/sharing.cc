@@ -163,4 +163,11 @@ void Sharing::ForgetSession(uint64_t session) {
   });
 }
 
+void Sharing::ForgetGrantee(const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  absl::erase_if(grants_, [&](const auto& entry) {
+    return entry.second.grantee_session == 0 && entry.second.tenant == tenant;
+  });
+}
+
 }  // namespace hrx::daemon

@@ -80,6 +80,9 @@ class Sharing {
   // --- Lifecycle ----------------------------------------------------------
   // A closing session's grants and unredeemed tickets die with it.
   void ForgetSession(uint64_t session);
+  // Grants to `tenant`, a removed bound tenant, die with it: a later tenant
+  // of the same name is someone else.
+  void ForgetGrantee(const std::string& tenant);
   // The descriptors a closed session's process received are retired (see
   // the contract).
   void RetireExports(const Session& closed,

@@ -321,9 +321,20 @@ std::unique_ptr<TenantRegistry> TenantRegistry::BuiltIn(uid_t daemon_uid) {
   return registry;
 }
 
-void TenantRegistry::Reload(TenantRegistry&& fresh) {
+absl::Status TenantRegistry::Reload(TenantRegistry&& fresh) {
   absl::MutexLock lock(&mu_);
   absl::MutexLock fresh_lock(&fresh.mu_);
+  for (const Entry& entry : fresh.entries_) {
+    if (bound_.count(entry.tenant->name()) != 0) {
+      return Refusal(
+          Reason::kTenantExists,
+          absl::StrFormat("the new config names tenant \"%s\", which is a "
+                          "socket-bound tenant now; the previous config is "
+                          "kept. Fix: rename it in the config, or remove the "
+                          "bound tenant first (hrxctl bound remove %s).",
+                          entry.tenant->name(), entry.tenant->name()));
+    }
+  }
   auto adopt = [&](std::shared_ptr<Tenant>& incoming) {
     std::shared_ptr<Tenant> existing =
         incoming->name() == "default" ? default_ : nullptr;
@@ -342,6 +353,7 @@ void TenantRegistry::Reload(TenantRegistry&& fresh) {
   adopt(fresh.default_);
   entries_ = std::move(fresh.entries_);
   default_ = std::move(fresh.default_);
+  return absl::OkStatus();
 }
 
 std::shared_ptr<Tenant> TenantRegistry::Resolve(
@@ -408,11 +420,15 @@ absl::StatusOr<std::shared_ptr<Tenant>> TenantRegistry::AddBound(
   HRX_RETURN_IF_ERROR(CheckLabels(labels));
   absl::MutexLock lock(&mu_);
   if (FindLocked(name) != nullptr) {
-    return Refusal(Reason::kTenantExists,
-                   absl::StrFormat("a tenant named \"%s\" already exists. "
-                                   "Fix: remove it first (hrxctl bound "
-                                   "remove), or choose another name.",
-                                   name));
+    return Refusal(
+        Reason::kTenantExists,
+        absl::StrFormat(
+            "a tenant named \"%s\" already exists (%s). Fix: "
+            "choose another name%s.",
+            name, bound_.count(name) != 0 ? "a bound tenant" : "in the config",
+            bound_.count(name) != 0
+                ? ", or remove it first (hrxctl bound remove)"
+                : ""));
   }
   if (bound_.size() >= max_bound) {
     return Refusal(

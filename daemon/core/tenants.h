@@ -205,7 +205,9 @@ class TenantRegistry {
   // A tenant that keeps its name keeps its object — and so its current use
   // and the charges sessions hold — with the new role, budget and members.
   // Tenants that disappear stop matching callers; their sessions keep them.
-  void Reload(TenantRegistry&& fresh);
+  // Refuses (ALREADY_EXISTS "tenant_exists", keeping the old tenants) a
+  // config that names a socket-bound tenant.
+  absl::Status Reload(TenantRegistry&& fresh);
 
  private:
   struct Entry {

@@ -204,7 +204,7 @@ TEST(TenantRegistryTest, ReloadKeepsTenantsThatKeepTheirNameAndTheirUse) {
       "tenants { name: \"new\" uids: 4005 }\n",
       "fresh.conf");
   ASSERT_THAT(fresh.status(), IsOk());
-  (*registry)->Reload(std::move(**fresh));
+  ASSERT_THAT((*registry)->Reload(std::move(**fresh)), IsOk());
   EXPECT_EQ((*registry)->Find("ml"), ml);  // the same object, use kept
   EXPECT_EQ(ml->usage()[0], 1000u);
   EXPECT_EQ(ml->limits()[0], 2048u);
@@ -241,11 +241,19 @@ TEST(BoundTenantsTest, ACallerOfABoundSocketIsThatTenantUntilItIsRemoved) {
   EXPECT_EQ((*registry)->Bound()[0].labels.at("k"), "v");
   EXPECT_EQ((*registry)->Bound()[0].created, now);
 
-  // A config reload leaves bound tenants alone.
+  // A config reload leaves bound tenants alone, and may not take a bound
+  // tenant's name.
   auto fresh = TenantRegistry::Parse(kConfig, "reload");
   ASSERT_TRUE(fresh.ok());
-  (*registry)->Reload(std::move(**fresh));
+  ASSERT_TRUE((*registry)->Reload(std::move(**fresh)).ok());
   EXPECT_EQ((*registry)->Resolve(through), *pod);
+  auto clash =
+      TenantRegistry::Parse(R"(tenants { name: "pod-a" uids: 4001 })", "clash");
+  ASSERT_TRUE(clash.ok());
+  const absl::Status refused = (*registry)->Reload(std::move(**clash));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("Fix:"));
+  EXPECT_EQ((*registry)->Resolve(Local(4001, 50))->name(), "ml");
 
   ASSERT_TRUE((*registry)->RemoveBound("pod-a").ok());
   // Never falls through to the uid's tenant.

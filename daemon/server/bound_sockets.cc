@@ -1,5 +1,6 @@
 #include "daemon/server/bound_sockets.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -16,8 +17,11 @@
 namespace hrx::daemon {
 namespace {
 
-// Socket files and their directories: the tenant's own processes connect,
-// whatever their uid; nobody but hrxd writes in the directory.
+// Only hrxd's user goes through the tenant socket directory: a tenant's
+// socket is reached through a mount of its own directory.
+constexpr mode_t kRootMode = 0700;
+// A tenant's directory and sockets: whoever has the directory connects,
+// whatever its uid; nobody but hrxd writes there.
 constexpr mode_t kDirectoryMode = 0755;
 constexpr unsigned kSocketMode = 0666;
 
@@ -30,18 +34,13 @@ absl::Status DirectoryFailed(const std::string& path, const std::string& why) {
                       path, why));
 }
 
-// Makes `path` (mode kDirectoryMode) unless it is already a directory of
-// hrxd's user; refuses anything else in its place (a symlink, a file, a
-// directory someone else made).
-absl::Status EnsureDirectory(const std::string& path) {
-  if (mkdir(path.c_str(), kDirectoryMode) == 0) {
-    // The umask may have taken bits the containers' users need.
-    if (chmod(path.c_str(), kDirectoryMode) != 0) {
-      return DirectoryFailed(path, std::strerror(errno));
-    }
-    return absl::OkStatus();
+// Makes `path` with `mode` unless it is already a directory of hrxd's user,
+// which then gets `mode`; refuses anything else in its place (a symlink, a
+// file, a directory someone else made).
+absl::Status EnsureDirectory(const std::string& path, mode_t mode) {
+  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+    return DirectoryFailed(path, std::strerror(errno));
   }
-  if (errno != EEXIST) return DirectoryFailed(path, std::strerror(errno));
   struct stat info {};
   if (lstat(path.c_str(), &info) != 0) {
     return DirectoryFailed(path, std::strerror(errno));
@@ -51,6 +50,10 @@ absl::Status EnsureDirectory(const std::string& path) {
         path, absl::StrFormat("exists and is not a directory of uid %u "
                               "(mode %o, owner %u)",
                               geteuid(), info.st_mode, info.st_uid));
+  }
+  // The umask may have taken bits, or someone loosened them: set them.
+  if ((info.st_mode & 07777) != mode && chmod(path.c_str(), mode) != 0) {
+    return DirectoryFailed(path, std::strerror(errno));
   }
   return absl::OkStatus();
 }
@@ -70,6 +73,14 @@ std::string BoundSockets::DirectoryOf(const std::string& name) const {
   return absl::StrCat(options_.root, "/", name);
 }
 
+absl::Status BoundSockets::Busy(const std::string& name, State state) const {
+  return Refusal(
+      Reason::kTenantBusy,
+      absl::StrFormat("bound tenant \"%s\" is being %s. Fix: retry "
+                      "once that has finished.",
+                      name, state == State::kRemoving ? "removed" : "created"));
+}
+
 absl::StatusOr<BoundTenantSummary> BoundSockets::Create(const std::string& name,
                                                         const Limits& limits,
                                                         bool load_kernels,
@@ -87,34 +98,56 @@ absl::StatusOr<BoundTenantSummary> BoundSockets::Create(const std::string& name,
                         side_channel.size(),
                         sizeof(sockaddr_un{}.sun_path) - 1));
   }
-  HRX_ASSIGN_OR_RETURN(
-      std::shared_ptr<Tenant> tenant,
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = serving_.find(name);
+    if (it != serving_.end() && it->second.state != State::kServing) {
+      return Busy(name, it->second.state);
+    }
+    // A serving name is refused by the core below, as any taken name is.
+    if (it == serving_.end()) serving_[name].state = State::kCreating;
+  }
+  auto forget = [this, &name] {
+    absl::MutexLock lock(&mu_);
+    auto it = serving_.find(name);
+    if (it != serving_.end() && it->second.state == State::kCreating) {
+      serving_.erase(it);
+    }
+  };
+  absl::StatusOr<std::shared_ptr<Tenant>> tenant =
       core_.admin().AddBoundTenant(name, limits, load_kernels, labels,
-                                   socket_path, options_.max_bound_tenants));
+                                   socket_path, options_.max_bound_tenants);
+  if (!tenant.ok()) {
+    forget();
+    return tenant.status();
+  }
   absl::StatusOr<Serving> serving = Serve(name);
   if (!serving.ok()) {
     // Nobody could have connected: the tenant goes as it came.
     core_.RemoveBoundTenant(name, [](absl::StatusOr<uint64_t>) {});
+    forget();
     return serving.status();
   }
+  serving->state = State::kServing;
   {
     absl::MutexLock lock(&mu_);
     serving_[name] = *std::move(serving);
   }
+  // Nobody can remove it meanwhile but through Remove, which sees it now.
   for (BoundTenantSummary& bound : core_.admin().ListBoundTenants()) {
     if (bound.tenant.name == name) return std::move(bound);
   }
   return Refusal(Reason::kUnknownTenant,
-                 absl::StrFormat("bound tenant \"%s\" was removed while it "
-                                 "was being created. Fix: create it again.",
+                 absl::StrFormat("bound tenant \"%s\" was removed as it was "
+                                 "created. Fix: create it again.",
                                  name));
 }
 
 absl::StatusOr<BoundSockets::Serving> BoundSockets::Serve(
     const std::string& name) {
-  HRX_RETURN_IF_ERROR(EnsureDirectory(options_.root));
+  HRX_RETURN_IF_ERROR(EnsureDirectory(options_.root, kRootMode));
   const std::string directory = DirectoryOf(name);
-  HRX_RETURN_IF_ERROR(EnsureDirectory(directory));
+  HRX_RETURN_IF_ERROR(EnsureDirectory(directory, kDirectoryMode));
   const std::string socket_path =
       absl::StrCat(directory, "/", kBoundSocketName);
   // A socket left by a previous run of hrxd (the directory stays for the
@@ -135,31 +168,55 @@ void BoundSockets::Stop(Serving& serving) {
   serving.side_channel.reset();  // removes its socket
 }
 
+void BoundSockets::RemoveDirectory(const std::string& name) const {
+  const int root = open(options_.root.c_str(),
+                        O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_RDONLY);
+  if (root < 0) return;
+  const int directory = openat(root, name.c_str(),
+                               O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_RDONLY);
+  if (directory >= 0) {
+    unlinkat(directory, kBoundSocketName, 0);
+    unlinkat(directory, shared::SideChannelPath(kBoundSocketName).c_str(), 0);
+    close(directory);
+    unlinkat(root, name.c_str(), AT_REMOVEDIR);
+  }
+  close(root);
+}
+
 void BoundSockets::Remove(const std::string& name, RemoveDone done) {
   Serving serving;
   {
     absl::MutexLock lock(&mu_);
     auto it = serving_.find(name);
+    if (it != serving_.end() && it->second.state != State::kServing) {
+      return done(Busy(name, it->second.state));
+    }
     if (it != serving_.end()) {
-      serving = std::move(it->second);
-      serving_.erase(it);
+      serving.listener = std::move(it->second.listener);
+      serving.side_channel = std::move(it->second.side_channel);
+      // The name stays taken until everything below is done.
+      it->second.state = State::kRemoving;
     }
   }
   Stop(serving);  // no new connections
   core_.RemoveBoundTenant(name, [this, name, done = std::move(done)](
                                     absl::StatusOr<uint64_t> sessions) {
-    if (!sessions.ok()) return done(sessions.status());
-    // The tenant resolves no more, so its open connections can do nothing;
-    // ending them frees their slots and tells their clients at once.
-    Removed removed;
-    removed.sessions = *sessions;
-    removed.connections = peers_.CloseBound(name);
-    const std::string directory = DirectoryOf(name);
-    unlink(absl::StrCat(directory, "/", kBoundSocketName).c_str());
-    unlink(
-        shared::SideChannelPath(absl::StrCat(directory, "/", kBoundSocketName))
-            .c_str());
-    rmdir(directory.c_str());
+    absl::StatusOr<Removed> removed =
+        sessions.ok() ? absl::StatusOr<Removed>(Removed{*sessions, 0})
+                      : absl::StatusOr<Removed>(sessions.status());
+    if (sessions.ok()) {
+      // The tenant resolves no more, so its open connections can do
+      // nothing; ending them frees their slots and tells their clients.
+      removed->connections = peers_.CloseBound(name);
+      RemoveDirectory(name);
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = serving_.find(name);
+      if (it != serving_.end() && it->second.state == State::kRemoving) {
+        serving_.erase(it);
+      }
+    }
     done(removed);
   });
 }
@@ -168,11 +225,19 @@ void BoundSockets::StopAll() {
   std::map<std::string, Serving> serving;
   {
     absl::MutexLock lock(&mu_);
-    serving.swap(serving_);
+    for (auto& [name, entry] : serving_) {
+      serving[name].listener = std::move(entry.listener);
+      serving[name].side_channel = std::move(entry.side_channel);
+    }
   }
   for (auto& [name, entry] : serving) {
     Stop(entry);
-    unlink(absl::StrCat(DirectoryOf(name), "/", kBoundSocketName).c_str());
+    const int directory = open(DirectoryOf(name).c_str(),
+                               O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_RDONLY);
+    if (directory >= 0) {
+      unlinkat(directory, kBoundSocketName, 0);
+      close(directory);
+    }
   }
 }
 

@@ -9,6 +9,17 @@
 // directory that was removed and made again would show the old, empty one.
 // Removing the tenant removes its directory.
 //
+// The tenant socket directory itself is 0700: nobody but hrxd's user can
+// reach a tenant's socket through it (names can be guessed), so a tenant
+// is given by mounting its directory, never by its path. Tenant directories
+// are 0755 and must not be writable by anyone else; files are removed
+// relative to the directory, never through a link.
+//
+// One name is in one state at a time: being created, serving, or being
+// removed. A create or remove of a name in another operation is refused
+// (UNAVAILABLE "tenant_busy"), so a removal finishing late never touches a
+// newer tenant of the same name.
+//
 // Thread-safe.
 #ifndef HRX_DAEMON_SERVER_BOUND_SOCKETS_H_
 #define HRX_DAEMON_SERVER_BOUND_SOCKETS_H_
@@ -52,14 +63,17 @@ class BoundSockets {
 
   // Adds the tenant to the core, then makes its directory and starts
   // serving its socket; nothing is left behind when any step fails
-  // (UNAVAILABLE "listen_failed" for the socket or directory).
+  // (UNAVAILABLE "listen_failed" for the socket or directory,
+  // "tenant_busy" while the name is being removed).
   absl::StatusOr<BoundTenantSummary> Create(const std::string& name,
                                             const Limits& limits,
                                             bool load_kernels,
                                             const Labels& labels);
   // Stops serving the tenant's socket, removes the tenant from the core,
   // ends its connections and removes its directory; `done` runs once its
-  // sessions have closed.
+  // sessions have closed. NOT_FOUND "unknown_tenant" for a name that is no
+  // bound tenant; UNAVAILABLE "tenant_busy" while it is being created or
+  // removed.
   void Remove(const std::string& name, RemoveDone done);
   // hrxd stops: every socket stops serving and is removed; directories and
   // tenants stay.
@@ -69,12 +83,18 @@ class BoundSockets {
   std::string DirectoryOf(const std::string& name) const;
 
  private:
+  enum class State { kCreating, kServing, kRemoving };
   struct Serving {
+    State state = State::kCreating;
     std::unique_ptr<LocalListener> listener;
     std::unique_ptr<FdChannel> side_channel;
   };
   absl::StatusOr<Serving> Serve(const std::string& name);
   static void Stop(Serving& serving);
+  // Removes the tenant's socket files and directory, without following a
+  // link in its place.
+  void RemoveDirectory(const std::string& name) const;
+  absl::Status Busy(const std::string& name, State state) const;
 
   const BoundSocketOptions options_;
   grpc::Server& server_;

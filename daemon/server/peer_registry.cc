@@ -43,6 +43,17 @@ absl::StatusOr<PeerIdentity> PeerRegistry::Admit(
   // A bound tenant's socket admits only that tenant, whose connections
   // ceiling bounds it: pods sharing a uid must not share one uid's slots.
   const bool per_uid = identity.bound_tenant.empty();
+  if (!per_uid && bound_ >= kMaxBoundConnections) {
+    return Refusal(
+        Reason::kTooManyConnections,
+        absl::StrFormat(
+            "connection through bound tenant \"%s\"'s socket: %u "
+            "connections are open through bound tenants' sockets (the limit "
+            "is %u, of %u local connections in all). Fix: share one "
+            "connection per process, and close idle ones.",
+            identity.bound_tenant, bound_, kMaxBoundConnections,
+            kMaxLocalConnections));
+  }
   const size_t of_uid = per_uid ? per_uid_[identity.uid] : 0;
   if (of_uid >= kMaxConnectionsPerUid ||
       connections_.size() >= kMaxLocalConnections) {
@@ -75,7 +86,11 @@ absl::StatusOr<PeerIdentity> PeerRegistry::Admit(
                         std::strerror(errno)));
   }
   identity.connection = next_connection_++;
-  if (per_uid) ++per_uid_[identity.uid];
+  if (per_uid) {
+    ++per_uid_[identity.uid];
+  } else {
+    ++bound_;
+  }
   by_fd_[fd] = identity.connection;
   by_watched_fd_[watched] = identity.connection;
   connections_[identity.connection] =
@@ -137,8 +152,9 @@ void PeerRegistry::Closed(int watched_fd) {
     // The number may already name a newer connection.
     auto number = by_fd_.find(connection.fd);
     if (number != by_fd_.end() && number->second == id) by_fd_.erase(number);
-    if (connection.identity.bound_tenant.empty() &&
-        --per_uid_[connection.identity.uid] == 0) {
+    if (!connection.identity.bound_tenant.empty()) {
+      --bound_;
+    } else if (--per_uid_[connection.identity.uid] == 0) {
       per_uid_.erase(connection.identity.uid);
     }
     hold = std::move(connection.hold);

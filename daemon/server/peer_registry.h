@@ -43,6 +43,10 @@ namespace hrx::daemon {
 inline constexpr size_t kMaxConnectionsPerUid = 64;
 // Local connections open at once, in all.
 inline constexpr size_t kMaxLocalConnections = 4096;
+// Of those, connections through socket-bound tenants' sockets (which the
+// per-uid slots do not bound): the rest stay for the main socket, so that
+// admins, probes and the device plugin always get in.
+inline constexpr size_t kMaxBoundConnections = kMaxLocalConnections / 2;
 
 class PeerRegistry {
  public:
@@ -64,7 +68,8 @@ class PeerRegistry {
   // hangs up. Returns the identity with its connection id filled in.
   // RESOURCE_EXHAUSTED "too_many_connections" past kMaxConnectionsPerUid
   // for the uid (not counted for bound tenants' sockets, whose tenant's
-  // connections ceiling applies) or kMaxLocalConnections in all.
+  // connections ceiling applies; they have kMaxBoundConnections between
+  // them) or kMaxLocalConnections in all.
   absl::StatusOr<PeerIdentity> Admit(int fd, PeerIdentity identity,
                                      std::shared_ptr<const void> hold);
 
@@ -99,6 +104,7 @@ class PeerRegistry {
   absl::flat_hash_map<int, uint64_t> by_fd_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int, uint64_t> by_watched_fd_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uid_t, size_t> per_uid_ ABSL_GUARDED_BY(mu_);
+  size_t bound_ ABSL_GUARDED_BY(mu_) = 0;  // through bound tenants' sockets
   std::thread thread_;
 };
 

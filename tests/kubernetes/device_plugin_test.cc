@@ -24,6 +24,7 @@
 #include "hrx/v1/admin.grpc.pb.h"
 #include "k8s/deviceplugin/v1beta1/api.grpc.pb.h"
 #include "shared/status_matchers.h"
+#include "tests/container.h"
 #include "tests/kubernetes/fake_kubelet.h"
 #include "tests/subprocess.h"
 #include "tests/test_daemon.h"
@@ -139,41 +140,25 @@ class DevicePluginTest : public ::testing::Test {
   }
 
   // A container as the runtime makes it from an Allocate response: its
-  // mounts (read-only as asked) in a mount namespace of its own, its
-  // environment, and a process of `uid` running tenant_client `scenario`.
-  // With `go_file`, the process waits for that file to exist after its
-  // mounts are made, before it starts the client.
+  // mount (read-only as asked), its environment, and a process of `uid`
+  // running tenant_client `scenario`.
   std::vector<std::string> ContainerCommand(
       const v1beta1::ContainerAllocateResponse& allocated, uid_t uid,
       const std::string& scenario, const std::vector<std::string>& extra,
       const std::string& go_file = "") {
     EXPECT_EQ(allocated.mounts_size(), 1);
     const v1beta1::Mount& mount = allocated.mounts(0);
-    std::vector<std::string> argv = {
-        "/usr/bin/unshare",
-        "--mount",
-        "--propagation",
-        "private",
-        "/bin/sh",
-        "-c",
-        "mount --bind \"$1\" \"$2\" && { [ \"$3\" = 0 ] || mount -o "
-        "remount,bind,ro \"$2\"; } && echo mounted: yes && "
-        "while [ -n \"$4\" ] && [ ! -e \"$4\" ]; do sleep 0.05; done && "
-        "shift 4 && exec \"$@\"",
-        "container",
-        mount.host_path(),
-        mount.container_path(),
-        mount.read_only() ? "1" : "0",
-        go_file,
-        "/usr/bin/env"};
+    std::vector<std::string> env;
     for (const auto& [name, value] : allocated.envs()) {
-      argv.push_back(absl::StrCat(name, "=", value));
+      env.push_back(absl::StrCat(name, "=", value));
     }
-    argv.insert(argv.end(),
-                {RunfilePath("tests/tenant_client"),
-                 absl::StrCat("--uid=", uid), "--scenario=" + scenario});
+    std::vector<std::string> argv = {RunfilePath("tests/tenant_client"),
+                                     absl::StrCat("--uid=", uid),
+                                     "--scenario=" + scenario};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    return argv;
+    return InContainer(
+        {mount.host_path(), mount.container_path(), mount.read_only()}, env,
+        argv, go_file);
   }
 
   RunResult RunInContainer(const v1beta1::ContainerAllocateResponse& allocated,

@@ -110,9 +110,13 @@ void FakeKubelet::SetPods(const std::vector<Pod>& pods) {
     resources->set_name(parts.size() > 1 ? parts[1] : "");
     ::v1::ContainerResources* container = resources->add_containers();
     container->set_name(pod.container);
-    ::v1::ContainerDevices* devices = container->add_devices();
-    devices->set_resource_name(pod.resource);
-    for (const std::string& id : pod.device_ids) devices->add_device_ids(id);
+    // As the kubelet answers: one entry per device (it groups them by NUMA
+    // node, and devices without topology each get their own).
+    for (const std::string& id : pod.device_ids) {
+      ::v1::ContainerDevices* devices = container->add_devices();
+      devices->set_resource_name(pod.resource);
+      devices->add_device_ids(id);
+    }
   }
   pod_resources_->Set(std::move(response));
 }
