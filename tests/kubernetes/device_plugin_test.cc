@@ -286,6 +286,9 @@ TEST_F(DevicePluginTest, AContainerIsHeldToItsPodsBudgetToTheByte) {
   auto bound = BoundTenant(tenant);
   ASSERT_TRUE(bound.has_value());
   EXPECT_EQ(bound->budget().device_bytes(), 4 * kUnit);
+  EXPECT_EQ(bound->budget().shared_bytes(), 4 * kUnit);  // --shared_bytes
+  EXPECT_EQ(bound->budget().connections(), 32u);
+  EXPECT_EQ(bound->labels().at("hrx.dev/device-ids"), "hrx-mem-0..3");
 
   const RunResult run = RunInContainer(*allocated, 1000, "budget_edge",
                                        {absl::StrCat("--bytes=", 4 * kUnit)});
