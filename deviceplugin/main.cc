@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "deviceplugin/allocation.h"
 #include "deviceplugin/hrxd_admin.h"
+#include "deviceplugin/log.h"
 #include "deviceplugin/options.h"
 #include "deviceplugin/plugin_service.h"
 #include "deviceplugin/reconciler.h"
@@ -61,13 +62,6 @@ ABSL_FLAG(bool, describe, false,
 
 namespace hrx::deviceplugin {
 namespace {
-
-void Log(const std::string& line) {
-  absl::FPrintF(stderr, "%s hrx-device-plugin: %s\n",
-                absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(),
-                                 absl::UTCTimeZone()),
-                line);
-}
 
 // The inode of a socket file, or 0 when there is none: how the plugin
 // notices the kubelet restarted (it makes a new kubelet.sock and deletes

@@ -5,22 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "deviceplugin/log.h"
 #include "grpcpp/create_channel.h"
 #include "k8s/podresources/v1/api.grpc.pb.h"
 #include "shared/grpc_status.h"
 
 namespace hrx::deviceplugin {
-namespace {
-
-void Log(const std::string& line) {
-  absl::FPrintF(stderr, "%s hrx-device-plugin: %s\n",
-                absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(),
-                                 absl::UTCTimeZone()),
-                line);
-}
-
-}  // namespace
-
 Reconciler::Reconciler(const PluginOptions& options, const HrxdAdmin& hrxd,
                        const PluginService& service)
     : options_(options),
