@@ -90,3 +90,60 @@ TEST_F(HrxctlTest, ExitCodesTellUsageFromUnreachable) {
 
 }  // namespace
 }  // namespace hrx::testing
+
+namespace hrx::testing {
+namespace {
+
+TEST_F(HrxctlTest, BoundTenantsAreCreatedListedWithTheirPodAndRemoved) {
+  RunResult made =
+      Run({"bound", "create", "pod-x", "device_bytes=65536",
+           "label:hrx.dev/pod=team/trainer", "label:hrx.dev/container=main"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  EXPECT_THAT(made.out, HasSubstr("/tenants/pod-x/hrxd.sock"));
+  // A session through the tenant's socket shows in its row.
+  auto client = Client::Connect(daemon_->dir() + "/tenants/pod-x/hrxd.sock");
+  ASSERT_THAT(client.status(), IsOk());
+
+  const RunResult table = Run({"bound"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out,
+              AllOf(HasSubstr("NAME"), HasSubstr("POD"),
+                    ContainsRegex("pod-x +team/trainer +main +0 B / 64.00 "
+                                  "KiB +1 "),
+                    HasSubstr("1 of at most 256 bound tenants")));
+  const RunResult json = Run({"bound", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_THAT(json.out, AllOf(HasSubstr("\"name\": \"pod-x\""),
+                              HasSubstr("\"pod\": \"team/trainer\""),
+                              HasSubstr("\"sessions\": 1"),
+                              HasSubstr("\"device_bytes\": 65536")));
+
+  const RunResult relabelled =
+      Run({"bound", "label", "pod-x", "hrx.dev/pod=team/other"});
+  ASSERT_EQ(relabelled.exit_code, 0) << relabelled.err;
+  EXPECT_THAT(Run({"bound"}).out, HasSubstr("team/other"));
+
+  const RunResult bad = Run({"bound", "create", "Bad_Name"});
+  EXPECT_EQ(bad.exit_code, 3);
+  EXPECT_THAT(bad.err, AllOf(HasSubstr("bad_tenant_name"), HasSubstr("Fix:")));
+
+  const RunResult removed = Run({"bound", "remove", "pod-x", "--json"});
+  ASSERT_EQ(removed.exit_code, 0) << removed.err;
+  EXPECT_THAT(removed.out, AllOf(HasSubstr("\"closed_sessions\": 1"),
+                                 HasSubstr("\"closed_connections\": 1")));
+  EXPECT_THAT(Run({"bound"}).out, HasSubstr("0 of at most 256"));
+}
+
+TEST_F(HrxctlTest, HealthSaysServingAndUnreachable) {
+  const RunResult serving = Run({"health"});
+  EXPECT_EQ(serving.exit_code, 0) << serving.err;
+  EXPECT_EQ(serving.out, "serving\n");
+  const RunResult nobody = RunToCompletion(
+      {Hrxctl(), "--socket=" + daemon_->dir() + "/none.sock", "health"},
+      daemon_->dir());
+  EXPECT_EQ(nobody.exit_code, 4);
+  EXPECT_THAT(nobody.err, HasSubstr("daemon_unreachable"));
+}
+
+}  // namespace
+}  // namespace hrx::testing
