@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -41,6 +42,18 @@ constexpr absl::Duration kRoundLimit = absl::Seconds(240);
 // would be far larger: the clients moved over a gigabyte of buffer bytes,
 // and each worker's shared staging regions alone are 32 MiB.
 constexpr uint64_t kRssSlackBytes = uint64_t{64} << 20;
+// Under AddressSanitizer freed memory is held in its quarantine before
+// reuse, by design: up to quarantine_size_mb (64 in .bazelrc's asan
+// config), which the RSS also shows. A fresh-clone CI run saw 68 MiB of
+// growth there against the 64 MiB slack, 2.9 MiB over, with every byte
+// verified and every descriptor back.
+constexpr uint64_t kAsanQuarantineBytes = uint64_t{64} << 20;
+
+uint64_t RssSlackBytes() {
+  const char* sanitizer = std::getenv("HRX_SANITIZER");
+  const bool asan = sanitizer != nullptr && std::string(sanitizer) == "asan";
+  return kRssSlackBytes + (asan ? kAsanQuarantineBytes : 0);
+}
 
 struct TenantSpec {
   const char* name;
@@ -202,7 +215,7 @@ TEST_F(LoadTest, SixteenClientsOfTwoTenantsVerifyEveryByteAndLeaveNothing) {
                         << " at the baseline.\nbaseline: " << baseline_targets
                         << "\nnow: " << FdTargets(daemon_pid());
   const uint64_t after_rss = ProcessRssBytes(daemon_pid());
-  EXPECT_LE(after_rss, baseline_rss + kRssSlackBytes)
+  EXPECT_LE(after_rss, baseline_rss + RssSlackBytes())
       << "the daemon's RSS grew from " << baseline_rss << " to " << after_rss
       << " bytes over the load round";
 
@@ -222,7 +235,7 @@ TEST_F(LoadTest, SixteenClientsOfTwoTenantsVerifyEveryByteAndLeaveNothing) {
   std::printf("figure: load daemon_rss_kib baseline=%lu after=%lu slack=%lu\n",
               static_cast<unsigned long>(baseline_rss >> 10),
               static_cast<unsigned long>(after_rss >> 10),
-              static_cast<unsigned long>(kRssSlackBytes >> 10));
+              static_cast<unsigned long>(RssSlackBytes() >> 10));
   std::fflush(stdout);
 }
 
