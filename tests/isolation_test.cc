@@ -15,6 +15,12 @@ using ::testing::HasSubstr;
 
 TEST_F(IsolationTest, CrashingKernelsEndOnlyTheirOwnExecutor) {
   Subprocess bystander = StartBystander(/*rounds=*/40);
+  // What hrxd holds with the attacker's executor up and the bystander
+  // connected: every crash below must give back what its executor took
+  // (its connection's socket and threads), or a tenant that crashes in a
+  // loop would exhaust hrxd's descriptors.
+  const size_t fds_before = DaemonEntries("fd");
+  const size_t threads_before = DaemonEntries("task");
   // A new GPU context per restart costs far more than a CPU process: the
   // GPU run does fewer rounds of the same test.
   const int kCrashes = TestBackend() == "hip" ? 30 : 100;
@@ -38,6 +44,13 @@ TEST_F(IsolationTest, CrashingKernelsEndOnlyTheirOwnExecutor) {
   }
   ExpectBystanderUnharmed(bystander);
   EXPECT_TRUE(ChargesBackToZero("ops"));
+  // Slack for gRPC's own threads, which come and go with load.
+  EXPECT_LE(DaemonEntriesSettle("fd", fds_before + 4), fds_before + 4)
+      << "hrxd held " << fds_before << " descriptors before " << kCrashes
+      << " executor crashes";
+  EXPECT_LE(DaemonEntriesSettle("task", threads_before + 8), threads_before + 8)
+      << "hrxd ran " << threads_before << " threads before " << kCrashes
+      << " executor crashes";
   // The attacker recovers with a new session on a new executor.
   auto attacker = Connect();
   ASSERT_THAT(attacker.status(), IsOk());

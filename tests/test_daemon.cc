@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -102,6 +103,16 @@ TestDaemon::~TestDaemon() {
   // log goes below).
   if (std::getenv("HRX_TEST_DAEMON_STDERR") != nullptr && process_ != nullptr) {
     std::fprintf(stderr, "hrxd stderr: %s\n", process_->Stderr().c_str());
+  } else if (process_ != nullptr) {
+    // A daemon that died of a fault during a test says why, so a failure
+    // seen once in CI can be diagnosed from its log alone.
+    const std::optional<int> code = process_->Poll();
+    if (code && (*code == 128 + SIGABRT || *code == 128 + SIGSEGV ||
+                 *code == 128 + SIGBUS || *code == 128 + SIGFPE ||
+                 *code == 128 + SIGILL)) {
+      std::fprintf(stderr, "hrxd died with signal %d; its stderr:\n%s\n",
+                   *code - 128, process_->Stderr().c_str());
+    }
   }
   process_.reset();  // SIGKILL + reap when still running
   if (owns_dir_) {

@@ -58,7 +58,7 @@ absl::StatusOr<BufferInfo> Buffers::Allocate(uint64_t session, uint64_t bytes,
     }
   }
   if (memory == nullptr) {
-    HRX_ASSIGN_OR_RETURN(backend::Backend * backend,
+    HRX_ASSIGN_OR_RETURN(std::shared_ptr<backend::Backend> backend,
                          devices_.For(*owner->tenant));
     // A backend shared with other tenants may hand back their freed
     // memory: it comes zeroed, whatever was asked.

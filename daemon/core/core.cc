@@ -39,7 +39,7 @@ class Countdown {
 // What a closing session leaves to finish outside its lock.
 struct Remains {
   CloseSummary summary;
-  std::vector<std::pair<backend::Queue*, backend::Fence>> waits;
+  std::vector<std::pair<std::shared_ptr<backend::Queue>, backend::Fence>> waits;
   absl::flat_hash_map<uint64_t, ExportEntry> exports;
 };
 
@@ -260,6 +260,9 @@ void Core::TenantsLost(const std::vector<std::string>& tenants,
 
 void Core::Housekeep(absl::Time now) {
   sharing_.Housekeep(now);
+  // Queues of lost executors go once their sessions have (their executor's
+  // connection, threads and socket with them).
+  queues_.Sweep();
   const int64_t oldest = absl::ToUnixNanos(now - remote_session_lease_);
   for (const auto& [handle, session] :
        sessions_.Select([&](uint64_t, const Session& s) {

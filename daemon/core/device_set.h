@@ -39,9 +39,12 @@ class DeviceSet {
  public:
   virtual ~DeviceSet() = default;
 
-  // The backend running `tenant`'s work. UNAVAILABLE "executor_restarting"
-  // while its executor comes back after a loss.
-  virtual absl::StatusOr<backend::Backend*> For(const Tenant& tenant) = 0;
+  // The backend running `tenant`'s work; hold it only for the call at
+  // hand (a lost executor's backend goes once its last holder lets go).
+  // UNAVAILABLE "executor_restarting" while its executor comes back after
+  // a loss.
+  virtual absl::StatusOr<std::shared_ptr<backend::Backend>> For(
+      const Tenant& tenant) = 0;
   // The device, as its backends describe it.
   virtual const backend::DeviceProperties& properties() const = 0;
   virtual uint64_t bytes_in_use() const = 0;
@@ -73,8 +76,9 @@ class SingleDevice final : public DeviceSet {
   explicit SingleDevice(std::unique_ptr<backend::Backend> backend)
       : backend_(std::move(backend)) {}
 
-  absl::StatusOr<backend::Backend*> For(const Tenant&) override {
-    return backend_.get();
+  absl::StatusOr<std::shared_ptr<backend::Backend>> For(
+      const Tenant&) override {
+    return backend_;
   }
   const backend::DeviceProperties& properties() const override {
     return backend_->properties();
@@ -88,7 +92,7 @@ class SingleDevice final : public DeviceSet {
   }
 
  private:
-  const std::unique_ptr<backend::Backend> backend_;
+  const std::shared_ptr<backend::Backend> backend_;
 };
 
 }  // namespace hrx::daemon

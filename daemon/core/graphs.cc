@@ -222,7 +222,7 @@ void Graphs::LaunchProfiled(uint64_t session, uint64_t stream, uint64_t exec,
           }
           auto times = std::make_shared<std::vector<uint64_t>>(
               graph.plan->nodes.size(), 0);
-          backend::Queue* queue = target->queue;
+          std::shared_ptr<backend::Queue> queue = target->queue;
           auto enqueued = queue->EnqueueGraph(graph.plan, times.get());
           if (!enqueued.ok()) return fail(enqueued.status());
           const backend::Fence fence = target->published = *enqueued;

@@ -58,7 +58,7 @@ absl::StatusOr<KernelInfo> Kernels::Load(
               entry, owner->kernels.size(), kMaxKernelsPerSession));
     }
   }
-  HRX_ASSIGN_OR_RETURN(backend::Backend * backend,
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<backend::Backend> backend,
                        devices_.For(*owner->tenant));
   HRX_ASSIGN_OR_RETURN(backend::KernelRef kernel,
                        backend->LoadKernel(code, entry));

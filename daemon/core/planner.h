@@ -38,7 +38,8 @@ struct PreparedRecord {
   uint64_t event = 0;
 };
 struct PreparedWait {
-  backend::Queue* queue = nullptr;  // null: same queue, already ordered
+  // Null: the same queue, already ordered.
+  std::shared_ptr<backend::Queue> queue;
   backend::Fence fence = 0;
 };
 struct PreparedLaunch {

@@ -1,5 +1,7 @@
 #include "daemon/core/queue_pool.h"
 
+#include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -24,11 +26,14 @@ absl::StatusOr<QueueAssignment> QueuePool::Assign(const Tenant& tenant) {
     if (!backend.ok()) return backend.status();
     auto queue = (*backend)->CreateQueue();
     if (!queue.ok()) return queue.status();
-    pool.queues.push_back(*std::move(queue));
+    PooledQueue pooled;
+    pooled.queue = *std::move(queue);
+    pooled.lease = QueueLease(pooled.queue.get(), [](backend::Queue*) {});
+    pool.queues.push_back(std::move(pooled));
     ++created_;
   }
   pool.next = (pool.next + 1) % capacity_;
-  return QueueAssignment{index, pool.queues[index].get()};
+  return QueueAssignment{index, pool.queues[index].lease};
 }
 
 void QueuePool::Retire(const std::string& tenant) {
@@ -39,9 +44,37 @@ void QueuePool::Retire(const std::string& tenant) {
   pools_.erase(it);
 }
 
+size_t QueuePool::Sweep() {
+  std::vector<PooledQueue> unleased;
+  {
+    absl::MutexLock lock(&mu_);
+    // A retired queue is never handed out again, so once the pool's lease
+    // is the only one, no other can appear.
+    auto still_leased = [](const PooledQueue& pooled) {
+      return pooled.lease.use_count() > 1;
+    };
+    auto gone =
+        std::stable_partition(retired_.begin(), retired_.end(), still_leased);
+    std::move(gone, retired_.end(), std::back_inserter(unleased));
+    retired_.erase(gone, retired_.end());
+  }
+  for (PooledQueue& pooled : unleased) {
+    // Dropping the last lease orders every earlier holder's use of the
+    // queue before its destruction (unlocked: it may wait on its backend).
+    pooled.lease.reset();
+    pooled.queue.reset();
+  }
+  return unleased.size();
+}
+
+size_t QueuePool::retired() const {
+  absl::MutexLock lock(&mu_);
+  return retired_.size();
+}
+
 void QueuePool::Close() {
   std::map<std::string, TenantQueues> closing;
-  std::vector<std::unique_ptr<backend::Queue>> retired;
+  std::vector<PooledQueue> retired;
   {
     absl::MutexLock lock(&mu_);
     closed_ = true;
@@ -56,7 +89,7 @@ std::vector<backend::Queue*> QueuePool::AllQueues() const {
   absl::MutexLock lock(&mu_);
   std::vector<backend::Queue*> all;
   for (const auto& [tenant, pool] : pools_) {
-    for (const auto& queue : pool.queues) all.push_back(queue.get());
+    for (const auto& pooled : pool.queues) all.push_back(pooled.queue.get());
   }
   return all;
 }

@@ -28,9 +28,14 @@ namespace hrx::daemon {
 inline constexpr uint32_t kDefaultQueueCount = 8;
 inline constexpr uint32_t kMaxQueueCount = 64;
 
+// A queue's lease: the pool owns the queue and alone destroys it; a lease
+// (a shared_ptr with no deleter of its own) only counts who still names it,
+// so that a retired queue is destroyed once nothing does.
+using QueueLease = std::shared_ptr<backend::Queue>;
+
 struct QueueAssignment {
   uint32_t index;
-  backend::Queue* queue;  // owned by the pool, alive until the pool dies
+  QueueLease queue;  // alive while leased, and at most until Close
 };
 
 class QueuePool {
@@ -43,6 +48,14 @@ class QueuePool {
   // `tenant`'s backend was lost: its queues are set aside (streams that
   // still name them see them fail) and the next Assign makes new ones.
   void Retire(const std::string& tenant);
+  // Destroys the retired queues nothing leases any more (their streams,
+  // events and waits are gone), with what they hold of their backend: an
+  // executor's connection, thread and socket go with its last queue. Run
+  // by the housekeeper, never on a queue's completion thread. Returns how
+  // many it destroyed.
+  size_t Sweep();
+  // Retired queues not yet destroyed.
+  size_t retired() const;
   uint32_t capacity() const;
   uint32_t created() const;
 
@@ -67,14 +80,18 @@ class QueuePool {
 
   mutable absl::Mutex mu_;
   uint32_t capacity_ ABSL_GUARDED_BY(mu_);
+  struct PooledQueue {
+    std::unique_ptr<backend::Queue> queue;
+    QueueLease lease;  // the pool's own; use_count() 1: nobody else's
+  };
   struct TenantQueues {
-    std::vector<std::unique_ptr<backend::Queue>> queues;
+    std::vector<PooledQueue> queues;
     uint32_t next = 0;
   };
   std::map<std::string, TenantQueues> pools_ ABSL_GUARDED_BY(mu_);
   // Queues of lost backends: kept (they fail whatever still names them)
-  // until Close, since streams hold their addresses.
-  std::vector<std::unique_ptr<backend::Queue>> retired_ ABSL_GUARDED_BY(mu_);
+  // until nothing leases them (Sweep) or Close.
+  std::vector<PooledQueue> retired_ ABSL_GUARDED_BY(mu_);
   uint32_t created_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<backend::Queue*> AllQueues() const;

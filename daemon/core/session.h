@@ -64,13 +64,16 @@ using Deferred = std::vector<std::function<void()>>;
 using GatedOp = std::function<void(absl::Status cancelled, Deferred& after)>;
 
 struct StreamEntry {
-  StreamEntry(uint64_t id, uint32_t queue_index, backend::Queue* queue)
-      : id(id), queue_index(queue_index), queue(queue) {}
+  StreamEntry(uint64_t id, uint32_t queue_index,
+              std::shared_ptr<backend::Queue> queue)
+      : id(id), queue_index(queue_index), queue(std::move(queue)) {}
 
   const uint64_t id;  // unique for the daemon's run
   ChargeRef charge;   // the tenant's stream budget, held while it exists
   const uint32_t queue_index;
-  backend::Queue* const queue;  // owned by the queue pool
+  // Shared with the queue pool, which alone destroys it (QueuePool::Sweep):
+  // a retired queue lives while a stream, event or wait still names it.
+  const std::shared_ptr<backend::Queue> queue;
 
   backend::Fence published = 0;  // fence of the stream's last command
   // The one place a stream's deferred refusal lives (stream_gate.h): the
@@ -93,7 +96,7 @@ struct StreamEntry {
 // A recorded event: a fence of one queue. `queue` is null while the batch
 // that records it is still being enqueued (it waits for staging).
 struct EventEntry {
-  backend::Queue* queue = nullptr;
+  std::shared_ptr<backend::Queue> queue;
   backend::Fence fence = 0;
   ChargeRef charge;  // the tenant's events ceiling, while the id is live
 };

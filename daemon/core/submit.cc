@@ -76,7 +76,7 @@ absl::StatusOr<std::optional<Fence>> EnqueueStep(DeviceSet& devices,
           },
           [&](planner::PreparedRecord& record) -> Result {
             EventEntry& recorded = session.events[record.event];  // charged
-            recorded.queue = &queue;
+            recorded.queue = stream.queue;
             recorded.fence = stream.published;
             return std::nullopt;
           },

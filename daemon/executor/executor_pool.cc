@@ -68,7 +68,6 @@ ExecutorPool::~ExecutorPool() {
   for (auto& [name, executor] : executors_) {
     // Closing the socket ends an executor; its queues drained with hrxd's.
     executor.backend.reset();
-    executor.retired.clear();
   }
 }
 
@@ -133,11 +132,11 @@ absl::Status ExecutorPool::Launch(Executor& executor) {
                                  options_.call_limit, std::move(cause));
   if (!link.ok()) return link.status();
   executor.pid = pid;
-  executor.backend = std::make_unique<RemoteBackend>(*std::move(link));
+  executor.backend = std::make_shared<RemoteBackend>(*std::move(link));
   return absl::OkStatus();
 }
 
-absl::StatusOr<backend::Backend*> ExecutorPool::For(
+absl::StatusOr<std::shared_ptr<backend::Backend>> ExecutorPool::For(
     const daemon::Tenant& tenant) {
   const std::string name = tenant.own_executor() ? tenant.name() : kShared;
   absl::MutexLock lock(&mu_);
@@ -160,7 +159,7 @@ absl::StatusOr<backend::Backend*> ExecutorPool::For(
     }
   }
   executor.tenants.insert(tenant.name());
-  return executor.backend.get();
+  return executor.backend;
 }
 
 void ExecutorPool::Lost(const std::string& name, ExecutorLink* link,
@@ -175,7 +174,7 @@ void ExecutorPool::Lost(const std::string& name, ExecutorLink* link,
       return;  // handled already
     }
     Executor& executor = it->second;
-    executor.retired.push_back(std::move(executor.backend));
+    executor.backend.reset();
     executor.pid = 0;
     ++executor.restarts;
     // Backoff grows only while the executor dies before serving anything (a

@@ -55,7 +55,8 @@ class ExecutorPool final : public daemon::DeviceSet {
       const ExecutorOptions& options);
   ~ExecutorPool() override;  // kills every executor
 
-  absl::StatusOr<backend::Backend*> For(const daemon::Tenant& tenant) override;
+  absl::StatusOr<std::shared_ptr<backend::Backend>> For(
+      const daemon::Tenant& tenant) override;
   const backend::DeviceProperties& properties() const override {
     return properties_;
   }
@@ -76,14 +77,15 @@ class ExecutorPool final : public daemon::DeviceSet {
   struct Executor {
     std::string name;  // the tenant, or kShared
     pid_t pid = 0;
-    std::unique_ptr<RemoteBackend> backend;  // null while down
+    // Null while down. A lost one's last holder (a call in progress, or
+    // the watchdog) lets it go; its queues, memory and kernels keep their
+    // link to it until they go too (QueuePool::Sweep, sessions closing).
+    std::shared_ptr<RemoteBackend> backend;
     std::set<std::string> tenants;
     uint64_t restarts = 0;
     int failures_in_a_row = 0;
     absl::Time retry_at = absl::InfinitePast();
     std::string last_loss;
-    // Backends of earlier lives: proxies may still name them.
-    std::vector<std::unique_ptr<RemoteBackend>> retired;
   };
   static constexpr char kShared[] = "shared";
 
