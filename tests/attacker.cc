@@ -140,6 +140,10 @@ int Connections(const std::string& socket, uint64_t count) {
     fds.push_back(fd);
   }
   Say("connected", absl::StrCat(fds.size()));
+  // One more, as libhrx makes it: the refusal it reports must say why.
+  auto past = hrx::client::internal::Connection::Open(
+      socket, "past-limit", absl::Seconds(10), hrx::Transport::kGrpc);
+  Say("past_limit", StatusText(past.status()));
   return 0;
 }
 

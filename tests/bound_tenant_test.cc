@@ -126,15 +126,6 @@ class BoundTenantTest : public ::testing::Test {
     return RunToCompletion(InTenant(tenant, uid, scenario, extra), dir_);
   }
 
-  static bool WaitForOutput(Subprocess& child, const std::string& line) {
-    for (int i = 0; i < 3000; ++i) {
-      if (child.Stdout().find(line) != std::string::npos) return true;
-      if (child.Poll().has_value()) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
-  }
-
   std::string dir_;
   std::unique_ptr<TestDaemon> daemon_;
 };

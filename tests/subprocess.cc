@@ -7,11 +7,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 extern char** environ;
 
@@ -127,6 +130,19 @@ RunResult RunToCompletion(const std::vector<std::string>& argv,
   Subprocess child = Subprocess::Start(argv, dir);
   const int code = child.Wait();
   return RunResult{code, child.Stdout(), child.Stderr()};
+}
+
+bool WaitForOutput(Subprocess& child, const std::string& text,
+                   absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  while (child.Stdout().find(text) == std::string::npos) {
+    if (child.Poll().has_value()) {
+      return child.Stdout().find(text) != std::string::npos;
+    }
+    if (absl::Now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
 }
 
 }  // namespace hrx::testing

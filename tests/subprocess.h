@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
+
 namespace hrx::testing {
 
 // Absolute path of a runfile such as "daemon/hrxd" in a Bazel test.
@@ -64,6 +66,11 @@ struct RunResult {
 };
 RunResult RunToCompletion(const std::vector<std::string>& argv,
                           const std::string& dir);
+
+// True once `child` printed `text` on stdout; false when it exits without
+// having printed it, or `limit` passes first.
+bool WaitForOutput(Subprocess& child, const std::string& text,
+                   absl::Duration limit = absl::Seconds(30));
 
 }  // namespace hrx::testing
 

@@ -82,16 +82,6 @@ class TenancyTest : public ::testing::Test {
     return Subprocess::Start(argv, dir_);
   }
 
-  // Waits (up to 20 s) until `child` printed `line`.
-  static bool WaitForOutput(Subprocess& child, const std::string& line) {
-    for (int i = 0; i < 2000; ++i) {
-      if (child.Stdout().find(line) != std::string::npos) return true;
-      if (child.Poll().has_value()) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
-  }
-
   hrx::v1::ListTenantsResponse Tenants() {
     auto stub = hrx::v1::Admin::NewStub(
         client::internal::MakeChannel(daemon_->socket_path()));

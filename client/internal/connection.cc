@@ -6,6 +6,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "grpcpp/create_channel.h"
@@ -94,6 +95,26 @@ absl::Status CallStatus(const grpc::Status& status,
   }
   struct stat info {};
   const bool exists = stat(socket_path.c_str(), &info) == 0;
+  // Accepted, then closed before the protocol began: hrxd's admission (it
+  // cannot say why before HTTP/2 starts), or hrxd going down. gRPC reports
+  // it by what its next read or write met.
+  const std::string& error = status.error_message();
+  if (exists && (absl::StrContains(error, "Socket closed") ||
+                 absl::StrContains(error, "Broken pipe") ||
+                 absl::StrContains(error, "Connection reset"))) {
+    return Refusal(
+        Reason::kDaemonUnreachable,
+        absl::StrFormat(
+            "hrxd at %s accepted the connection and closed it before "
+            "answering (%s). It does so to connections past its limits "
+            "(connections per uid, in all, or the tenant's connections "
+            "ceiling; docs/limits.md), naming the limit in its log, and "
+            "when it is stopping. Fix: close the connections this account no "
+            "longer uses (one Client per process is enough) or ask for a "
+            "higher connections ceiling; hrxctl status shows whether hrxd "
+            "runs.",
+            socket_path, status.error_message()));
+  }
   return Refusal(
       Reason::kDaemonUnreachable,
       absl::StrFormat(

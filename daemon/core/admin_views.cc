@@ -73,14 +73,20 @@ CoreStatus AdminViews::status() const {
 
 std::vector<TenantUsage> AdminViews::ListTenants() const {
   std::vector<TenantUsage> list;
-  absl::flat_hash_map<const Tenant*, uint64_t> sessions;
-  for (const auto& [handle, session] : sessions_.Select()) {
-    ++sessions[session->tenant.get()];
-  }
+  absl::flat_hash_map<const Tenant*, uint64_t> sessions = SessionsByTenant();
   for (const std::shared_ptr<Tenant>& tenant : sessions_.tenants().All()) {
     list.push_back(UsageOf(*tenant, sessions[tenant.get()]));
   }
   return list;
+}
+
+absl::flat_hash_map<const Tenant*, uint64_t> AdminViews::SessionsByTenant()
+    const {
+  absl::flat_hash_map<const Tenant*, uint64_t> sessions;
+  for (const auto& [handle, session] : sessions_.Select()) {
+    ++sessions[session->tenant.get()];
+  }
+  return sessions;
 }
 
 TenantUsage AdminViews::UsageOf(const Tenant& tenant, uint64_t sessions) const {
@@ -112,14 +118,10 @@ absl::Status AdminViews::SetBoundTenantLabels(const std::string& name,
 
 std::vector<BoundTenantSummary> AdminViews::ListBoundTenants() const {
   std::vector<BoundTenantSummary> list;
+  absl::flat_hash_map<const Tenant*, uint64_t> sessions = SessionsByTenant();
   for (BoundTenantView& bound : sessions_.tenants().Bound()) {
     const Tenant* tenant = bound.tenant.get();
-    const uint64_t sessions = sessions_
-                                  .Select([&](uint64_t, const Session& s) {
-                                    return s.tenant.get() == tenant;
-                                  })
-                                  .size();
-    list.push_back(BoundTenantSummary{UsageOf(*tenant, sessions),
+    list.push_back(BoundTenantSummary{UsageOf(*tenant, sessions[tenant]),
                                       std::move(bound.socket_path),
                                       std::move(bound.labels), bound.created});
   }

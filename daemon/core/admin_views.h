@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
@@ -81,6 +82,8 @@ class AdminViews {
 
  private:
   TenantUsage UsageOf(const Tenant& tenant, uint64_t sessions) const;
+  // Open sessions per tenant, in one pass over the session table.
+  absl::flat_hash_map<const Tenant*, uint64_t> SessionsByTenant() const;
 
   const DeviceSet& devices_;
   SessionTable& sessions_;

@@ -168,7 +168,8 @@ void BoundSockets::Stop(Serving& serving) {
   serving.side_channel.reset();  // removes its socket
 }
 
-void BoundSockets::RemoveDirectory(const std::string& name) const {
+void BoundSockets::RemoveSockets(const std::string& name,
+                                 bool and_directory) const {
   const int root = open(options_.root.c_str(),
                         O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_RDONLY);
   if (root < 0) return;
@@ -178,7 +179,7 @@ void BoundSockets::RemoveDirectory(const std::string& name) const {
     unlinkat(directory, kBoundSocketName, 0);
     unlinkat(directory, shared::SideChannelPath(kBoundSocketName).c_str(), 0);
     close(directory);
-    unlinkat(root, name.c_str(), AT_REMOVEDIR);
+    if (and_directory) unlinkat(root, name.c_str(), AT_REMOVEDIR);
   }
   close(root);
 }
@@ -208,7 +209,7 @@ void BoundSockets::Remove(const std::string& name, RemoveDone done) {
       // The tenant resolves no more, so its open connections can do
       // nothing; ending them frees their slots and tells their clients.
       removed->connections = peers_.CloseBound(name);
-      RemoveDirectory(name);
+      RemoveSockets(name, /*and_directory=*/true);
     }
     {
       absl::MutexLock lock(&mu_);
@@ -232,12 +233,8 @@ void BoundSockets::StopAll() {
   }
   for (auto& [name, entry] : serving) {
     Stop(entry);
-    const int directory = open(DirectoryOf(name).c_str(),
-                               O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_RDONLY);
-    if (directory >= 0) {
-      unlinkat(directory, kBoundSocketName, 0);
-      close(directory);
-    }
+    // The directory stays: containers hold mounts of it.
+    RemoveSockets(name, /*and_directory=*/false);
   }
 }
 

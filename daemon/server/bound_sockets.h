@@ -91,9 +91,9 @@ class BoundSockets {
   };
   absl::StatusOr<Serving> Serve(const std::string& name);
   static void Stop(Serving& serving);
-  // Removes the tenant's socket files and directory, without following a
-  // link in its place.
-  void RemoveDirectory(const std::string& name) const;
+  // Removes the tenant's socket files (and its directory, when asked),
+  // without following a link in their place.
+  void RemoveSockets(const std::string& name, bool and_directory) const;
   absl::Status Busy(const std::string& name, State state) const;
 
   const BoundSocketOptions options_;

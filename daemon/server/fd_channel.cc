@@ -11,7 +11,6 @@
 #include "absl/strings/str_format.h"
 #include "shared/fd_channel_wire.h"
 #include "shared/refusal.h"
-#include "shared/socket_path.h"
 
 namespace hrx::daemon {
 namespace {
@@ -40,10 +39,6 @@ absl::Status BadTicket(size_t received) {
 }
 
 }  // namespace
-
-std::string FdChannelPath(const std::string& socket_path) {
-  return shared::SideChannelPath(socket_path);
-}
 
 absl::StatusOr<std::unique_ptr<FdChannel>> FdChannel::Start(
     const std::string& path, unsigned socket_mode, Core& core) {

@@ -24,9 +24,6 @@ inline constexpr absl::Duration kSideChannelDeadline = absl::Seconds(2);
 inline constexpr size_t kMaxSideChannelConnections = 256;
 inline constexpr size_t kMaxSideChannelConnectionsPerUid = 16;
 
-// The side channel's path for a daemon socket.
-std::string FdChannelPath(const std::string& socket_path);
-
 class FdChannel {
  public:
   static absl::StatusOr<std::unique_ptr<FdChannel>> Start(

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "daemon/logging.h"
 #include "grpcpp/server_posix.h"
 #include "shared/refusal.h"
 
@@ -96,12 +97,33 @@ void LocalListener::HandOver(int fd) {
   if (!admitted.ok()) {
     core_.refusals().Count(admitted.status());
     close(fd);  // the peer sees the connection end; it cannot hold a slot
+    LogRefused(identity, admitted.status());
     return;
   }
   // gRPC needs a non-blocking descriptor; without it the client waits
   // forever for the server's SETTINGS frame.
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   grpc::AddInsecureChannelFromFd(&server_, fd);
+}
+
+void LocalListener::LogRefused(const PeerIdentity& identity,
+                               const absl::Status& why) {
+  const absl::Time now = absl::Now();
+  if (now - refused_logged_at_ < kRefusedConnectionLogInterval) {
+    ++refused_unlogged_;
+    return;
+  }
+  Logger("server")->warn(
+      "refused a connection of uid {} (pid {}){}: {} ({} more refused since "
+      "the last line)",
+      identity.uid, identity.pid,
+      bound_tenant_.empty() ? ""
+                            : absl::StrFormat(" through bound tenant \"%s\"'s "
+                                              "socket",
+                                              bound_tenant_),
+      std::string(why.message()), refused_unlogged_);
+  refused_logged_at_ = now;
+  refused_unlogged_ = 0;
 }
 
 }  // namespace hrx::daemon

@@ -3,7 +3,9 @@
 // tenant's connections ceiling, before any request is read), record it in
 // the PeerRegistry, and only then give the connection to gRPC
 // (AddInsecureChannelFromFd). gRPC's own Unix listener cannot report who is
-// calling. A refused connection is closed at once.
+// calling. A refused connection is closed at once (the peer cannot be told
+// why before the protocol starts), and logged: one warning per
+// kRefusedConnectionLogInterval at most, counting those in between.
 #ifndef HRX_DAEMON_SERVER_LOCAL_LISTENER_H_
 #define HRX_DAEMON_SERVER_LOCAL_LISTENER_H_
 
@@ -11,12 +13,17 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "daemon/core/core.h"
 #include "daemon/server/acceptor.h"
 #include "daemon/server/peer_registry.h"
 #include "grpcpp/server.h"
 
 namespace hrx::daemon {
+
+// A flood of refused connections logs one line per interval, not one each.
+inline constexpr absl::Duration kRefusedConnectionLogInterval =
+    absl::Seconds(1);
 
 class LocalListener {
  public:
@@ -43,12 +50,16 @@ class LocalListener {
       int listen_fd, grpc::Server& server, PeerRegistry& peers, Core& core,
       const std::string& bound_tenant);
   void HandOver(int fd);
+  void LogRefused(const PeerIdentity& identity, const absl::Status& why);
 
   grpc::Server& server_;
   PeerRegistry& peers_;
   Core& core_;
   const std::string bound_tenant_;
   std::unique_ptr<Acceptor> acceptor_;
+  // The acceptor's thread alone hands over connections: no lock.
+  absl::Time refused_logged_at_ = absl::InfinitePast();
+  uint64_t refused_unlogged_ = 0;
 };
 
 }  // namespace hrx::daemon

@@ -11,6 +11,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "shared/refusal.h"
+#include "shared/socket_path.h"
 
 namespace hrx::daemon {
 
@@ -81,10 +82,10 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
                         "address is free and the TLS files are valid PEM.",
                         remote ? " on " + remote->address : ""));
   }
-  services->buffers.set_fd_socket(FdChannelPath(socket_path));
-  services->streams.set_fd_socket(FdChannelPath(socket_path));
+  services->buffers.set_fd_socket(shared::SideChannelPath(socket_path));
+  services->streams.set_fd_socket(shared::SideChannelPath(socket_path));
   auto fd_channel =
-      FdChannel::Start(FdChannelPath(socket_path), socket_mode, core);
+      FdChannel::Start(shared::SideChannelPath(socket_path), socket_mode, core);
   if (!fd_channel.ok()) return fd_channel.status();
   // Whoever may connect to the main socket may redeem on the side channel:
   // give it the main socket's group (under socket activation, the unit's
@@ -92,7 +93,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
   struct stat main_socket {};
   if (stat(socket_path.c_str(), &main_socket) == 0 &&
       main_socket.st_gid != getegid()) {
-    (void)!chown(FdChannelPath(socket_path).c_str(), -1, main_socket.st_gid);
+    (void)!chown(shared::SideChannelPath(socket_path).c_str(), -1,
+                 main_socket.st_gid);
   }
   auto bound_sockets =
       std::make_unique<BoundSockets>(bound, *server, services->peers, core);

@@ -213,14 +213,6 @@ class DevicePluginTest : public ::testing::Test {
     return it == allocated.annotations().end() ? "" : it->second;
   }
 
-  static bool WaitForOutput(Subprocess& child, const std::string& line) {
-    return Eventually([&] {
-             return child.Stdout().find(line) != std::string::npos ||
-                    child.Poll().has_value();
-           }) &&
-           child.Stdout().find(line) != std::string::npos;
-  }
-
   std::string dir_;
   std::unique_ptr<FakeKubelet> kubelet_;
   std::unique_ptr<TestDaemon> daemon_;

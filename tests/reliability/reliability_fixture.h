@@ -175,19 +175,6 @@ bool PollUntil(Predicate done, absl::Duration limit) {
   }
 }
 
-// True once `child` printed `text` on stdout; false when it exits without
-// having printed it, or `limit` passes.
-inline bool WaitForOutput(Subprocess& child, const std::string& text,
-                          absl::Duration limit = absl::Seconds(30)) {
-  PollUntil(
-      [&] {
-        return child.Stdout().find(text) != std::string::npos ||
-               child.Poll().has_value();
-      },
-      limit);
-  return child.Stdout().find(text) != std::string::npos;
-}
-
 // Waits for `child` until `deadline`; then SIGKILLs it and returns nullopt
 // (it hung). Otherwise its exit code.
 inline std::optional<int> WaitUntil(Subprocess& child, absl::Time deadline) {
