@@ -104,14 +104,25 @@ TestDaemon::~TestDaemon() {
   if (std::getenv("HRX_TEST_DAEMON_STDERR") != nullptr && process_ != nullptr) {
     std::fprintf(stderr, "hrxd stderr: %s\n", process_->Stderr().c_str());
   } else if (process_ != nullptr) {
-    // A daemon that died of a fault during a test says why, so a failure
-    // seen once in CI can be diagnosed from its log alone.
+    // A daemon that died of a fault, or served a test that failed, says
+    // what it logged, so a failure seen once in CI can be diagnosed from
+    // the test's log alone.
     const std::optional<int> code = process_->Poll();
+    const ::testing::TestInfo* test =
+        ::testing::UnitTest::GetInstance()->current_test_info();
+    const bool failed = test != nullptr && test->result()->Failed();
     if (code && (*code == 128 + SIGABRT || *code == 128 + SIGSEGV ||
                  *code == 128 + SIGBUS || *code == 128 + SIGFPE ||
                  *code == 128 + SIGILL)) {
       std::fprintf(stderr, "hrxd died with signal %d; its stderr:\n%s\n",
                    *code - 128, process_->Stderr().c_str());
+    } else if (failed) {
+      constexpr size_t kTail = 6000;
+      const std::string log = process_->Stderr();
+      std::fprintf(
+          stderr, "the test failed; hrxd's stderr%s:\n%s\n",
+          log.size() > kTail ? " (its end)" : "",
+          log.substr(log.size() > kTail ? log.size() - kTail : 0).c_str());
     }
   }
   process_.reset();  // SIGKILL + reap when still running
