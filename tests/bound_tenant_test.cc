@@ -322,6 +322,8 @@ TEST_F(BoundTenantTest, AnythingButItsOwnDirectoryAtTheTenantsPathIsRefused) {
 TEST_F(BoundTenantTest, ARemovedTenantsOwnExecutorStops) {
   // A tenant that may load kernels runs in an executor of its own; once the
   // tenant is removed nothing will use it again.
+  const pid_t hrxd = daemon_->process().pid();
+  const size_t fds_before = ProcEntriesSteady(hrxd, "fd");
   auto pod = Create("kernels", 1 << 20, {}, /*load_kernels=*/true);
   ASSERT_THAT(pod.status(), IsOk());
   EXPECT_TRUE(pod->load_kernels());
@@ -355,6 +357,11 @@ TEST_F(BoundTenantTest, ARemovedTenantsOwnExecutorStops) {
   ASSERT_TRUE(info.has_value());
   EXPECT_FALSE(info->running());
   EXPECT_THAT(info->last_loss(), HasSubstr("its tenant was removed"));
+  // Its sockets, its queue and its executor's connection are gone from
+  // hrxd too (the queue by the next sweep).
+  EXPECT_LE(ProcEntriesSettle(hrxd, "fd", fds_before), fds_before)
+      << "hrxd held " << fds_before
+      << " descriptors before the tenant was made";
 }
 
 TEST_F(BoundTenantTest, DirectoriesOutliveHrxdAndAreReusedAfterARestart) {

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -131,29 +130,6 @@ class IsolationTest : public ::testing::Test {
     }
     ADD_FAILURE() << tenant << ": " << Tenant(tenant).usage().DebugString();
     return false;
-  }
-
-  // Entries of /proc/<hrxd>/`what` ("fd": descriptors, "task": threads).
-  size_t DaemonEntries(const std::string& what) {
-    std::error_code error;
-    size_t count = 0;
-    for (auto it = std::filesystem::directory_iterator(
-             absl::StrCat("/proc/", daemon_->process().pid(), "/", what),
-             error);
-         !error && it != std::filesystem::directory_iterator(); ++it) {
-      ++count;
-    }
-    return count;
-  }
-  // Polls (up to 10 s) until hrxd holds at most `limit` of `what`; returns
-  // the last count (lost executors are let go by the housekeeper).
-  size_t DaemonEntriesSettle(const std::string& what, size_t limit) {
-    size_t now = DaemonEntries(what);
-    for (int i = 0; i < 200 && now > limit; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      now = DaemonEntries(what);
-    }
-    return now;
   }
 
   std::string dir_;

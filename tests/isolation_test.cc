@@ -19,8 +19,9 @@ TEST_F(IsolationTest, CrashingKernelsEndOnlyTheirOwnExecutor) {
   // connected: every crash below must give back what its executor took
   // (its connection's socket and threads), or a tenant that crashes in a
   // loop would exhaust hrxd's descriptors.
-  const size_t fds_before = DaemonEntries("fd");
-  const size_t threads_before = DaemonEntries("task");
+  const pid_t hrxd = daemon_->process().pid();
+  const size_t fds_before = ProcEntriesSteady(hrxd, "fd");
+  const size_t threads_before = ProcEntries(hrxd, "task");
   // A new GPU context per restart costs far more than a CPU process: the
   // GPU run does fewer rounds of the same test.
   const int kCrashes = TestBackend() == "hip" ? 30 : 100;
@@ -45,10 +46,11 @@ TEST_F(IsolationTest, CrashingKernelsEndOnlyTheirOwnExecutor) {
   ExpectBystanderUnharmed(bystander);
   EXPECT_TRUE(ChargesBackToZero("ops"));
   // Slack for gRPC's own threads, which come and go with load.
-  EXPECT_LE(DaemonEntriesSettle("fd", fds_before + 4), fds_before + 4)
+  EXPECT_LE(ProcEntriesSettle(hrxd, "fd", fds_before + 4), fds_before + 4)
       << "hrxd held " << fds_before << " descriptors before " << kCrashes
       << " executor crashes";
-  EXPECT_LE(DaemonEntriesSettle("task", threads_before + 8), threads_before + 8)
+  EXPECT_LE(ProcEntriesSettle(hrxd, "task", threads_before + 8),
+            threads_before + 8)
       << "hrxd ran " << threads_before << " threads before " << kCrashes
       << " executor crashes";
   // The attacker recovers with a new session on a new executor.

@@ -137,6 +137,38 @@ int TestDaemon::Stop() {
   return process_->Wait();
 }
 
+size_t ProcEntries(pid_t pid, const std::string& what) {
+  std::error_code error;
+  size_t count = 0;
+  for (auto it = std::filesystem::directory_iterator(
+           absl::StrCat("/proc/", pid, "/", what), error);
+       !error && it != std::filesystem::directory_iterator(); ++it) {
+    ++count;
+  }
+  return count;
+}
+
+size_t ProcEntriesSettle(pid_t pid, const std::string& what, size_t limit) {
+  size_t now = ProcEntries(pid, what);
+  for (int i = 0; i < 200 && now > limit; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    now = ProcEntries(pid, what);
+  }
+  return now;
+}
+
+size_t ProcEntriesSteady(pid_t pid, const std::string& what) {
+  size_t last = ProcEntries(pid, what);
+  int same = 0;
+  for (int i = 0; i < 200 && same < 10; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const size_t now = ProcEntries(pid, what);
+    same = now == last ? same + 1 : 0;
+    last = now;
+  }
+  return last;
+}
+
 pid_t ExecutorPid(pid_t daemon, const std::string& name) {
   const std::string needle = "--tenant=" + name + std::string(1, '\0');
   DIR* proc = opendir("/proc");

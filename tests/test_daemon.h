@@ -59,6 +59,15 @@ hrx::v1::GetStatusResponse QueryStatus(const std::string& socket_path);
 // daemon's --listen and --metrics_listen.
 int FreeLoopbackPort();
 
+// Entries of /proc/<pid>/<what>: "fd" counts descriptors, "task" threads.
+size_t ProcEntries(pid_t pid, const std::string& what);
+// Polls (up to 10 s) until `pid` holds at most `limit` of `what`; returns
+// the last count (what a daemon lets go of, it may let go of a little late).
+size_t ProcEntriesSettle(pid_t pid, const std::string& what, size_t limit);
+// The count once it held still for half a second (connections a test just
+// closed are gone from hrxd a moment later); at most 10 s.
+size_t ProcEntriesSteady(pid_t pid, const std::string& what);
+
 // The pid of the daemon's executor for `name` (a tenant, or "shared"), or 0.
 pid_t ExecutorPid(pid_t daemon, const std::string& name);
 

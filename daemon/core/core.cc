@@ -164,8 +164,11 @@ void Core::RemoveBoundTenant(
       sessions_.Select([&](uint64_t, const Session& s) {
         return s.tenant.get() == tenant.get();
       });
-  // Once every session has closed, an executor of its own goes too.
+  // Once every session has closed, its queues are set aside (the sweep
+  // destroys them, and a tenant made later under the name gets its own),
+  // and an executor of its own goes too.
   auto finish = [this, tenant, done = std::move(done)](uint64_t closed) {
+    queues_.Retire(tenant->name());
     devices_->Retire(*tenant);
     done(closed);
   };

@@ -40,6 +40,7 @@ void QueuePool::Retire(const std::string& tenant) {
   absl::MutexLock lock(&mu_);
   auto it = pools_.find(tenant);
   if (it == pools_.end()) return;
+  absl::MutexLock retired_lock(&retired_mu_);
   for (auto& queue : it->second.queues) retired_.push_back(std::move(queue));
   pools_.erase(it);
 }
@@ -47,7 +48,8 @@ void QueuePool::Retire(const std::string& tenant) {
 size_t QueuePool::Sweep() {
   std::vector<PooledQueue> unleased;
   {
-    absl::MutexLock lock(&mu_);
+    // Not mu_, which Assign holds while an executor starts.
+    absl::MutexLock lock(&retired_mu_);
     // A retired queue is never handed out again, so once the pool's lease
     // is the only one, no other can appear.
     auto still_leased = [](const PooledQueue& pooled) {
@@ -68,7 +70,7 @@ size_t QueuePool::Sweep() {
 }
 
 size_t QueuePool::retired() const {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&retired_mu_);
   return retired_.size();
 }
 
@@ -79,17 +81,18 @@ void QueuePool::Close() {
     absl::MutexLock lock(&mu_);
     closed_ = true;
     closing.swap(pools_);
+    absl::MutexLock retired_lock(&retired_mu_);
     retired.swap(retired_);
   }
   closing.clear();  // each queue drains as it is destroyed, unlocked
   retired.clear();
 }
 
-std::vector<backend::Queue*> QueuePool::AllQueues() const {
+std::vector<QueueLease> QueuePool::AllQueues() const {
   absl::MutexLock lock(&mu_);
-  std::vector<backend::Queue*> all;
+  std::vector<QueueLease> all;
   for (const auto& [tenant, pool] : pools_) {
-    for (const auto& pooled : pool.queues) all.push_back(pooled.queue.get());
+    for (const auto& pooled : pool.queues) all.push_back(pooled.lease);
   }
   return all;
 }
@@ -128,22 +131,22 @@ uint32_t QueuePool::created() const {
 }
 
 void QueuePool::DrainAll() {
-  const std::vector<backend::Queue*> queues = AllQueues();
-  for (backend::Queue* queue : queues) {
+  const std::vector<QueueLease> queues = AllQueues();
+  for (const QueueLease& queue : queues) {
     auto fence = queue->EnqueueHostCallback([](absl::Status) {});
     if (fence.ok()) (void)queue->Wait(*fence);
   }
 }
 
 bool QueuePool::DrainAll(absl::Duration limit) {
-  const std::vector<backend::Queue*> queues = AllQueues();
+  const std::vector<QueueLease> queues = AllQueues();
   // Shared with the callbacks, which may run after this returns.
   struct Pending {
     absl::Mutex mu;
     size_t remaining ABSL_GUARDED_BY(mu) = 0;
   };
   auto pending = std::make_shared<Pending>();
-  for (backend::Queue* queue : queues) {
+  for (const QueueLease& queue : queues) {
     {
       absl::MutexLock lock(&pending->mu);
       ++pending->remaining;

@@ -45,14 +45,17 @@ class QueuePool {
   // A queue of `tenant`'s own pool (index within that pool), made by the
   // tenant's backend.
   absl::StatusOr<QueueAssignment> Assign(const Tenant& tenant);
-  // `tenant`'s backend was lost: its queues are set aside (streams that
-  // still name them see them fail) and the next Assign makes new ones.
+  // `tenant`'s backend was lost, or the tenant removed: its queues are set
+  // aside (streams that still name them see them fail) and the next Assign
+  // makes new ones.
   void Retire(const std::string& tenant);
   // Destroys the retired queues nothing leases any more (their streams,
   // events and waits are gone), with what they hold of their backend: an
   // executor's connection, thread and socket go with its last queue. Run
-  // by the housekeeper, never on a queue's completion thread. Returns how
-  // many it destroyed.
+  // by the housekeeper, never on a queue's completion thread; it does not
+  // wait for an Assign that is starting an executor. A queue's destruction
+  // waits for its work, which a lost executor has already failed. Returns
+  // how many it destroyed.
   size_t Sweep();
   // Retired queues not yet destroyed.
   size_t retired() const;
@@ -90,11 +93,13 @@ class QueuePool {
   };
   std::map<std::string, TenantQueues> pools_ ABSL_GUARDED_BY(mu_);
   // Queues of lost backends: kept (they fail whatever still names them)
-  // until nothing leases them (Sweep) or Close.
-  std::vector<PooledQueue> retired_ ABSL_GUARDED_BY(mu_);
+  // until nothing leases them (Sweep) or Close. Taken after mu_, or alone.
+  mutable absl::Mutex retired_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::vector<PooledQueue> retired_ ABSL_GUARDED_BY(retired_mu_);
   uint32_t created_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<backend::Queue*> AllQueues() const;
+  // Leases, so that a queue swept meanwhile is not destroyed under a drain.
+  std::vector<QueueLease> AllQueues() const;
 };
 
 }  // namespace hrx::daemon

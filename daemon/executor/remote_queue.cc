@@ -105,6 +105,8 @@ absl::StatusOr<Fence> RemoteQueue::Send(wire::Request& request, Held held,
                                         std::vector<uint64_t>* profile) {
   HRX_RETURN_IF_ERROR(link_->lost());
   absl::MutexLock lock(&mu_);
+  // The loss may have been delivered since the check above.
+  if (lost_) return link_->lost();
   const uint64_t fence = ++next_fence_;
   // Where replies land is known before the executor can answer.
   if (read.host != nullptr) reads_[fence] = read;
@@ -294,6 +296,7 @@ void RemoteQueue::OnLost(absl::Status status) {
       failure_ = status;
       failed_from_ = completed_ + 1;
     }
+    lost_ = true;
     everything = next_fence_;
   }
   // Nothing more will complete: everything outstanding ends with the loss.

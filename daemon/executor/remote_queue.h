@@ -90,6 +90,9 @@ class RemoteQueue final : public backend::Queue {
   uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time progress_at_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  // Set by OnLost: no fence is issued after the one it completed, so none
+  // is left outstanding (a destructor waits for the last one).
+  bool lost_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t failed_from_ ABSL_GUARDED_BY(mu_) = 0;
   std::multimap<uint64_t, backend::CompletionCallback> waiters_
       ABSL_GUARDED_BY(mu_);
