@@ -101,11 +101,7 @@ absl::StatusOr<OpenedRing> RingRegistry::Open(const Caller& caller,
   {
     absl::MutexLock lock(&mu_);
     // StopAll may have run since the check above: this ring stops too.
-    if (shutting_down_) {
-      started->Stop(Refusal(Reason::kShuttingDown,
-                            "hrxd is stopping. Fix: reconnect once it has "
-                            "restarted."));
-    }
+    if (shutting_down_) started->StopForShutdown();
     rings_.emplace(started, std::move(ring));
   }
   started->Run(caller, stream.handle);
@@ -117,11 +113,7 @@ void RingRegistry::StopAll() {
   shutting_down_ = true;
   // Stopped under the lock: a ring removes itself only through Ended,
   // which takes it.
-  for (auto& [ring, owned] : rings_) {
-    ring->Stop(Refusal(Reason::kShuttingDown,
-                       "hrxd is stopping. Fix: reconnect once it has "
-                       "restarted."));
-  }
+  for (auto& [ring, owned] : rings_) ring->StopForShutdown();
 }
 
 void RingRegistry::Shutdown() {
@@ -175,6 +167,12 @@ void RingStream::Stop(const absl::Status& tell) {
   if (!tell.ok()) Finish(tell.code());
   stop_requested_.store(true);
   Wake();
+}
+
+void RingStream::StopForShutdown() {
+  LeaveStreamAtEnd();
+  Stop(Refusal(Reason::kShuttingDown,
+               "hrxd is stopping. Fix: reconnect once it has restarted."));
 }
 
 void RingStream::Finish(absl::StatusCode code) {

@@ -82,8 +82,10 @@ class RingRegistry {
                                   const PeerIdentity& peer);
 
   // hrxd is stopping: every ring tells its client at once (UNAVAILABLE, as
-  // a stopping server ends its calls), stops taking requests and drains.
-  // Does not wait.
+  // a stopping server ends its calls) and stops taking requests. Its stream
+  // stays with its session, which the stop drains with every queue: gRPC
+  // still answers unary calls until its own shutdown, and one naming the
+  // stream must not find it freed. Does not wait.
   void StopAll();
   // StopAll, then waits for every ring to end.
   void Shutdown();
@@ -128,6 +130,9 @@ class RingStream final : public StreamConversation {
   // stream drained. With a non-OK `tell`, the client learns at once that
   // the ring has ended, with that code.
   void Stop(const absl::Status& tell = absl::OkStatus());
+  // hrxd is stopping: the client learns at once (shutting_down), and the
+  // stream stays with its session for the stop's drain.
+  void StopForShutdown();
   // Marks the ring finished with `code` for the client, once.
   void Finish(absl::StatusCode code);
   void Wake() { shared::RingDoorbell(header().daemon_bell); }

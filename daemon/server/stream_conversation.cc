@@ -75,7 +75,7 @@ void StreamConversation::MaybeReadLocked() {
 
 void StreamConversation::OnRequestsEnded() {
   // The client finished writing, or the call died: drain and destroy.
-  if (stream_ != 0) {
+  if (stream_ != 0 && !leave_stream_.load()) {
     Begin();
     core_.commands().DestroyStream(session_, stream_,
                                    [this](absl::Status) { Complete(nullptr); });

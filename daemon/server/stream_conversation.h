@@ -20,6 +20,7 @@
 #ifndef HRX_DAEMON_SERVER_STREAM_CONVERSATION_H_
 #define HRX_DAEMON_SERVER_STREAM_CONVERSATION_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -79,6 +80,11 @@ class StreamConversation {
   void OnWritten(bool ok);
   // The client is gone: pending replies are dropped.
   void OnCancelled();
+  // The requests' end leaves the stream to its session instead of draining
+  // and destroying it: hrxd is stopping, its drain covers the stream's work,
+  // and a unary call that names the stream while the stop reaches the
+  // client must not find it freed (stale_handle) rather than stopping.
+  void LeaveStreamAtEnd() { leave_stream_.store(true); }
 
   // Returns once no other thread is inside the conversation's lock: after
   // End, the transport may then destroy the conversation.
@@ -113,6 +119,7 @@ class StreamConversation {
   std::optional<Caller> caller_;
   uint64_t session_ = 0;
   uint64_t stream_ = 0;  // 0 until opened
+  std::atomic<bool> leave_stream_{false};
   hrx::v1::StreamRequest request_;
   struct Outgoing {
     Reply reply;
