@@ -158,15 +158,7 @@ size_t ProcEntriesSettle(pid_t pid, const std::string& what, size_t limit) {
 }
 
 size_t ProcEntriesSteady(pid_t pid, const std::string& what) {
-  size_t last = ProcEntries(pid, what);
-  int same = 0;
-  for (int i = 0; i < 200 && same < 10; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    const size_t now = ProcEntries(pid, what);
-    same = now == last ? same + 1 : 0;
-    last = now;
-  }
-  return last;
+  return Settled([&] { return ProcEntries(pid, what); });
 }
 
 pid_t ExecutorPid(pid_t daemon, const std::string& name) {

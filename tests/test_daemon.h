@@ -2,8 +2,10 @@
 #ifndef HRX_TESTS_TEST_DAEMON_H_
 #define HRX_TESTS_TEST_DAEMON_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -64,8 +66,22 @@ size_t ProcEntries(pid_t pid, const std::string& what);
 // Polls (up to 10 s) until `pid` holds at most `limit` of `what`; returns
 // the last count (what a daemon lets go of, it may let go of a little late).
 size_t ProcEntriesSettle(pid_t pid, const std::string& what, size_t limit);
-// The count once it held still for half a second (connections a test just
-// closed are gone from hrxd a moment later); at most 10 s.
+// Waits until `count()` reads the same `samples` times in a row, 50 ms
+// apart (connections from earlier calls close asynchronously); returns it.
+template <typename Count>
+size_t Settled(Count count, int samples = 10) {
+  size_t last = count();
+  int same = 0;
+  for (int i = 0; i < 200 && same < samples; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const size_t now = count();
+    same = now == last ? same + 1 : 0;
+    last = now;
+  }
+  return last;
+}
+
+// ProcEntries once it held still for half a second (Settled).
 size_t ProcEntriesSteady(pid_t pid, const std::string& what);
 
 // The pid of the daemon's executor for `name` (a tenant, or "shared"), or 0.

@@ -215,21 +215,6 @@ inline std::string LineValue(const std::string& text, const std::string& key) {
   return "";
 }
 
-// Waits until `count()` reads the same `samples` times in a row, 50 ms
-// apart (connections from earlier calls close asynchronously); returns it.
-template <typename Count>
-size_t Settled(Count count, int samples = 10) {
-  size_t last = count();
-  int same = 0;
-  for (int i = 0; i < 200 && same < samples; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    const size_t now = count();
-    same = now == last ? same + 1 : 0;
-    last = now;
-  }
-  return last;
-}
-
 // The daemon's settled descriptor count.
 inline size_t SettledFds(pid_t pid) {
   return Settled([pid] { return ProcessFds(pid); });
