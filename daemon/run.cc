@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "daemon/backend/factory.h"
+#include "daemon/core/bound_tenants.h"
 #include "daemon/core/core.h"
 #include "daemon/core/device_set.h"
 #include "daemon/core/tenants.h"
@@ -28,6 +29,7 @@
 #include "daemon/logging.h"
 #include "daemon/metrics.h"
 #include "daemon/notify.h"
+#include "daemon/server/bound_sockets.h"
 #include "daemon/server/server.h"
 #include "daemon/socket_guard.h"
 #include "shared/bytes.h"
@@ -209,6 +211,15 @@ BoundSocketOptions BoundSocketsFor(const DaemonOptions& options,
                  "/tenants";
   }
   bound.max_bound_tenants = options.max_bound_tenants;
+  if (const size_t longest = MaxBoundTenantNameBytes(bound.root);
+      longest < kMaxBoundTenantNameBytes) {
+    Logger("daemon")->warn(
+        "bound tenant names may be at most {} bytes (not {}): the tenant "
+        "socket directory {} is {} bytes long, and ROOT/NAME/hrxd.sock.fds "
+        "must fit a Unix socket path. Fix: pass a shorter "
+        "--tenant_socket_dir.",
+        longest, kMaxBoundTenantNameBytes, bound.root, bound.root.size());
+  }
   return bound;
 }
 

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/own_directory.h"
 #include "shared/refusal.h"
 
 namespace hrx::daemon {
@@ -25,44 +26,6 @@ std::string Dirname(const std::string& path) {
   if (slash == std::string::npos) return ".";
   if (slash == 0) return "/";
   return path.substr(0, slash);
-}
-
-absl::Status PrepareDirectory(const std::string& dir, mode_t mode) {
-  if (mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) {
-    return Refusal(
-        Reason::kSocketDirFailed,
-        absl::StrFormat(
-            "cannot create socket directory %s: %s. Fix: "
-            "create its parent or pass --socket in a writable directory.",
-            dir, Errno(errno)));
-  }
-  struct stat info {};
-  if (lstat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
-    return Refusal(
-        Reason::kSocketDirFailed,
-        absl::StrFormat("%s is not a directory. Fix: remove it or pass "
-                        "--socket elsewhere.",
-                        dir));
-  }
-  // Someone else's directory (say, a pre-created /tmp/hrxd-UID) could let
-  // them swap the socket: refuse rather than trust it.
-  if (info.st_uid != geteuid()) {
-    return Refusal(
-        Reason::kSocketDirForeign,
-        absl::StrFormat(
-            "socket directory %s belongs to uid %u, not to "
-            "this daemon's uid %u. Fix: remove the directory or pass --socket "
-            "in a directory you own.",
-            dir, info.st_uid, geteuid()));
-  }
-  if ((info.st_mode & 0777) != mode && chmod(dir.c_str(), mode) != 0) {
-    return Refusal(
-        Reason::kSocketDirFailed,
-        absl::StrFormat("chmod %o %s: %s. Fix: check the directory's "
-                        "ownership.",
-                        mode, dir, Errno(errno)));
-  }
-  return absl::OkStatus();
 }
 
 // True when something accepts connections on `path`.
@@ -102,8 +65,14 @@ absl::StatusOr<std::unique_ptr<SocketGuard>> SocketGuard::Claim(
                         socket_path, socket_path.size(),
                         sizeof(sockaddr_un{}.sun_path) - 1));
   }
+  // A directory hrxd makes: when others may connect they reach the socket
+  // through it, never list it. One that exists is used as it is.
   const mode_t dir_mode = (socket_mode & 0007) != 0 ? 0711 : 0700;
-  if (absl::Status dir = PrepareDirectory(Dirname(socket_path), dir_mode);
+  const DirectoryRefusals refusals{
+      Reason::kSocketDirFailed, Reason::kSocketDirForeign,
+      Reason::kSocketDirShared, "pass --socket in a directory of hrxd's own"};
+  if (absl::Status dir = PrepareOwnDirectory(Dirname(socket_path), dir_mode,
+                                             ExistingMode::kAsItIs, refusals);
       !dir.ok()) {
     return dir;
   }

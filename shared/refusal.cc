@@ -299,6 +299,8 @@ constexpr ReasonInfo kReasons[] = {
      absl::StatusCode::kPermissionDenied, Origin::kDaemon},
     {Reason::kTenantBusy, "tenant_busy", absl::StatusCode::kUnavailable,
      Origin::kDaemon},
+    {Reason::kSocketDirShared, "socket_dir_shared",
+     absl::StatusCode::kFailedPrecondition, Origin::kStartup},
 };
 
 constexpr bool InEnumOrder() {

@@ -163,6 +163,7 @@ enum class Reason : uint16_t {
   kTooManyBoundTenants,
   kTenantRemoved,
   kTenantBusy,
+  kSocketDirShared,
 };
 
 enum class Origin : uint8_t {

@@ -266,18 +266,61 @@ TEST_F(BoundTenantTest, EveryLimitIsRefusedAtItsEdge) {
 }
 
 TEST_F(BoundTenantTest, OnlyAMountOfItsDirectoryReachesATenantsSocket) {
-  // A looser tenant socket directory left from before is tightened.
-  ASSERT_EQ(mkdir((dir_ + "/tenants").c_str(), 0777), 0);
+  // A looser tenant socket directory left from before is refused, naming
+  // it, and left as it was: hrxd sets modes only on what it creates.
+  const std::string tenants = dir_ + "/tenants";
+  ASSERT_EQ(mkdir(tenants.c_str(), 0755), 0);
+  ASSERT_EQ(chmod(tenants.c_str(), 0755), 0);
+  auto loose = Create("hidden", 1 << 20);
+  EXPECT_EQ(loose.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(loose.status().message()),
+              ::testing::AllOf(HasSubstr(tenants + " has mode 0755"),
+                               HasSubstr("Fix: chmod 0700 " + tenants)));
+  // Shared (world-writable or sticky) is refused as such.
+  ASSERT_EQ(chmod(tenants.c_str(), 01777), 0);
+  auto shared = Create("hidden", 1 << 20);
+  EXPECT_THAT(std::string(shared.status().message()),
+              HasSubstr("is shared with other users (sticky)"));
+  struct stat root {};
+  ASSERT_EQ(stat(tenants.c_str(), &root), 0);
+  EXPECT_EQ(root.st_mode & 07777, 01777u);
+  EXPECT_TRUE(Bound().empty()) << "a refused tenant was left registered";
+  // One hrxd makes is 0700.
+  ASSERT_EQ(rmdir(tenants.c_str()), 0);
   auto pod = Create("hidden", 1 << 20);
   ASSERT_THAT(pod.status(), IsOk());
-  struct stat root {};
-  ASSERT_EQ(stat((dir_ + "/tenants").c_str(), &root), 0);
+  ASSERT_EQ(stat(tenants.c_str(), &root), 0);
   EXPECT_EQ(root.st_mode & 07777, 0700u);
   // Another local user who knows (or guesses) the name cannot connect.
   EXPECT_THAT(Run(pod->socket_path(), 1000, "budget_edge", {"--bytes=1"}).out,
               HasSubstr("connect: UNAVAILABLE"));
   EXPECT_THAT(RunIn(*pod, 1000, "budget_edge", {"--bytes=1048576"}).out,
               HasSubstr("exact: OK"));
+}
+
+TEST_F(BoundTenantTest, TheNameLimitAllowsForALongTenantSocketDirectory) {
+  // ROOT/NAME/hrxd.sock.fds must fit 107 bytes: with a 60-byte root a name
+  // may be 107 - 60 - 2 - 13 = 32 bytes, and hrxd says so at the edge.
+  daemon_.reset();
+  std::string root = dir_ + "/";
+  root += std::string(60 - root.size(), 'r');
+  ASSERT_EQ(root.size(), 60u);
+  auto daemon = TestDaemon::Start(
+      {"--socket_mode=0666", "--tenant_socket_dir=" + root}, dir_);
+  ASSERT_THAT(daemon.status(), IsOk());
+  daemon_ = *std::move(daemon);
+  auto longest = Create(std::string(32, 'n'), 4096);
+  ASSERT_THAT(longest.status(), IsOk());
+  EXPECT_THAT(RunIn(*longest, 1000, "budget_edge", {"--bytes=4096"}).out,
+              HasSubstr("exact: OK"));
+  auto refused = Create(std::string(33, 'n'), 4096);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(
+      std::string(refused.status().message()),
+      ::testing::AllOf(HasSubstr("bad_tenant_name"), HasSubstr("is 33 bytes"),
+                       HasSubstr("may be at most 32"), HasSubstr("Fix:")));
+  EXPECT_THAT(daemon_->process().Stderr(),
+              HasSubstr("bound tenant names may be at most 32 bytes"));
 }
 
 TEST_F(BoundTenantTest, GrantsToARemovedTenantDoNotPassToTheNextOfItsName) {
@@ -302,7 +345,7 @@ TEST_F(BoundTenantTest, GrantsToARemovedTenantDoNotPassToTheNextOfItsName) {
 }
 
 TEST_F(BoundTenantTest, AnythingButItsOwnDirectoryAtTheTenantsPathIsRefused) {
-  ASSERT_EQ(mkdir((dir_ + "/tenants").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((dir_ + "/tenants").c_str(), 0700), 0);
   ASSERT_EQ(mkdir((dir_ + "/elsewhere").c_str(), 0755), 0);
   ASSERT_EQ(symlink((dir_ + "/elsewhere").c_str(),
                     (dir_ + "/tenants/linked").c_str()),
@@ -312,7 +355,7 @@ TEST_F(BoundTenantTest, AnythingButItsOwnDirectoryAtTheTenantsPathIsRefused) {
     auto refused = Create(name, 1);
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << name;
     EXPECT_THAT(std::string(refused.status().message()),
-                HasSubstr("is not a directory of uid 0"));
+                HasSubstr("is not a directory"));
   }
   struct stat info {};
   EXPECT_NE(stat((dir_ + "/elsewhere/hrxd.sock").c_str(), &info), 0);

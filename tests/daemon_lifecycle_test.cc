@@ -57,6 +57,43 @@ TEST(DaemonLifecycleTest, SocketDirectoryIs0700AndSocketIs0660) {
   std::filesystem::remove_all(parent);
 }
 
+TEST(DaemonLifecycleTest, ADirectoryHrxdDidNotCreateKeepsItsMode) {
+  ASSERT_EQ(geteuid(), 0u) << "hrxd as root is what this is about";
+  const std::string parent = MakeShortTempDir();
+  // A shared directory, as /tmp is: sticky and world-writable, root's.
+  const std::string shared = parent + "/tmp";
+  ASSERT_EQ(mkdir(shared.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(shared.c_str(), 01777), 0);
+  const RunResult refused =
+      RunToCompletion(HrxdArgs(shared + "/x.sock"), parent);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err,
+              AllOf(HasSubstr("socket_dir_shared"),
+                    HasSubstr(shared + " (mode 1777)"), HasSubstr("Fix:")));
+  EXPECT_EQ(ModeOf(shared), 01777u);
+  // World-writable without the sticky bit too.
+  ASSERT_EQ(chmod(shared.c_str(), 0777), 0);
+  EXPECT_THAT(RunToCompletion(HrxdArgs(shared + "/x.sock"), parent).err,
+              HasSubstr("world-writable"));
+  EXPECT_EQ(ModeOf(shared), 0777u);
+  // A directory of hrxd's user that others may read is served from as it
+  // is (the socket's own mode decides who connects), never tightened.
+  const std::string own = parent + "/own";
+  ASSERT_EQ(mkdir(own.c_str(), 0755), 0);
+  ASSERT_EQ(chmod(own.c_str(), 0755), 0);
+  Subprocess daemon = Subprocess::Start(HrxdArgs(own + "/hrxd.sock"), parent);
+  ASSERT_TRUE(WaitUntilServing(own + "/hrxd.sock", &daemon)) << daemon.Stderr();
+  EXPECT_EQ(ModeOf(own), 0755u);
+  daemon.Signal(SIGTERM);
+  EXPECT_EQ(daemon.Wait(), 0);
+  // One that its group may write into is refused, and kept as it was.
+  ASSERT_EQ(chmod(own.c_str(), 0775), 0);
+  EXPECT_THAT(RunToCompletion(HrxdArgs(own + "/hrxd.sock"), parent).err,
+              AllOf(HasSubstr("has mode 0775"), HasSubstr("Fix: chmod 0755")));
+  EXPECT_EQ(ModeOf(own), 0775u);
+  std::filesystem::remove_all(parent);
+}
+
 TEST(DaemonLifecycleTest, SecondDaemonOnALiveSocketIsRefused) {
   auto first = TestDaemon::Start();
   ASSERT_THAT(first.status(), IsOk());

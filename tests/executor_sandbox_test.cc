@@ -61,5 +61,103 @@ TEST_F(IsolationTest, AKernelCannotReachTheDaemonOrAnotherExecutor) {
   }
 }
 
+TEST_F(IsolationTest, TheSystemCallAllowlistRefusesWhatTheDocsSay) {
+  Subprocess bystander = StartBystander(/*rounds=*/4);
+  const pid_t daemon = daemon_->process().pid();
+  const pid_t shared = ExecutorPid(daemon, "shared");
+  ASSERT_GT(shared, 0);
+  auto attacker = Connect();
+  ASSERT_THAT(attacker.status(), IsOk());
+  constexpr int kCalls = 26;
+  auto out = attacker->stream->Allocate(4 * kCalls);
+  ASSERT_THAT(out.status(), IsOk());
+  Constants pids;
+  ASSERT_THAT(pids.Push(static_cast<uint32_t>(daemon)), IsOk());
+  ASSERT_THAT(pids.Push(static_cast<uint32_t>(shared)), IsOk());
+  ASSERT_THAT(Run(*attacker, "syscalls", pids, *out), IsOk());
+  std::vector<uint8_t> bytes(4 * kCalls);
+  ASSERT_THAT(attacker->stream->ReadBlocking(out->Binding(), bytes), IsOk());
+  // As tests/kernels/syscalls.c makes them.
+  const char* kNames[kCalls] = {"tkill(other executor)",
+                                "rt_sigqueueinfo(other)",
+                                "rt_tgsigqueueinfo(other)",
+                                "pidfd_open(other)",
+                                "fork",
+                                "clone3",
+                                "socket(AF_UNIX)",
+                                "socket(AF_INET)",
+                                "io_uring_setup",
+                                "open_tree",
+                                "fsopen",
+                                "mount",
+                                "unshare(CLONE_NEWUSER)",
+                                "ptrace(other)",
+                                "bpf",
+                                "execve",
+                                "kill(0): its process group",
+                                "kill(hrxd)",
+                                "ioctl(2, TIOCSTI)",
+                                "prctl(PR_SET_DUMPABLE)",
+                                "shmget",
+                                "userfaultfd",
+                                "perf_event_open",
+                                "pidfd_send_signal",
+                                "socketpair",
+                                "setns"};
+  for (int i = 0; i < kCalls; ++i) {
+    uint32_t error = 0;
+    std::memcpy(&error, bytes.data() + 4 * i, 4);
+    // clone3 is refused with ENOSYS, so the C library falls back to clone.
+    const uint32_t expected = i == 5 ? ENOSYS : EPERM;
+    EXPECT_EQ(error, expected) << kNames[i] << ": the kernel got errno "
+                               << error << " (0: it succeeded)";
+  }
+  // Still serving (the refusals are errors, not kills), and nobody else
+  // noticed.
+  ASSERT_THAT(Run(*attacker, "syscalls", pids, *out), IsOk());
+  ExpectBystanderUnharmed(bystander);
+}
+
+// The shared executor is chosen by hrxd, never by a name: a tenant called
+// "shared" that may load kernels, even one whose config asks for the shared
+// executor, runs in an executor of its own.
+TEST(ExecutorChoiceTest, ATenantNamedSharedWithKernelsGetsItsOwnExecutor) {
+  ASSERT_EQ(geteuid(), 0u) << "the bystander switches uid";
+  const std::string dir = MakeShortTempDir();
+  std::ofstream(dir + "/hrxd.conf") << R"(
+tenants { name: "bystander" uids: 4101 }
+tenants { name: "shared" uids: 0 role: ROLE_ADMIN load_kernels: true
+          isolation: ISOLATION_SHARED_EXECUTOR }
+)";
+  auto daemon = TestDaemon::Start(
+      {"--config=" + dir + "/hrxd.conf", "--socket_mode=0666"}, dir);
+  ASSERT_THAT(daemon.status(), IsOk());
+  Subprocess bystander =
+      Subprocess::Start({RunfilePath("tests/client_worker"),
+                         "--socket=" + (*daemon)->socket_path(),
+                         absl::StrCat("--uid=", kBystander), "--seed=3",
+                         "--bytes=4099", "--rounds=2"},
+                        dir);
+  EXPECT_EQ(bystander.Wait(), 0) << bystander.Stdout() << bystander.Stderr();
+  auto admin = hrx::v1::Admin::NewStub(grpc::CreateChannel(
+      "unix:" + (*daemon)->socket_path(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  hrx::v1::ListExecutorsResponse executors;
+  ASSERT_TRUE(
+      admin
+          ->ListExecutors(&context, hrx::v1::ListExecutorsRequest(), &executors)
+          .ok());
+  uint32_t bystanders = 0, kernels = 0;
+  for (const hrx::v1::ExecutorInfo& executor : executors.executors()) {
+    for (const std::string& tenant : executor.tenants()) {
+      if (tenant == "bystander") bystanders = executor.pid();
+      if (tenant == "shared") kernels = executor.pid();
+    }
+  }
+  EXPECT_GT(bystanders, 0u) << executors.DebugString();
+  EXPECT_GT(kernels, 0u) << executors.DebugString();
+  EXPECT_NE(bystanders, kernels) << executors.DebugString();
+}
+
 }  // namespace
 }  // namespace hrx::testing

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -82,6 +83,11 @@ absl::StatusOr<std::unique_ptr<TestDaemon>> TestDaemon::Start(
   const bool owns_dir = dir.empty();
   const std::string where = owns_dir ? MakeShortTempDir() : dir;
   const std::string socket_path = absl::StrCat(where, "/hrxd.sock");
+  // The test's own directory: clients of other uids reach the socket
+  // through it (hrxd keeps the mode of a directory it did not create).
+  if (chmod(where.c_str(), 0711) != 0) {
+    return absl::InternalError(absl::StrCat("chmod 0711 ", where));
+  }
   std::vector<std::string> argv = {
       DaemonPath(), absl::StrCat("--socket=", socket_path),
       absl::StrCat("--backend=", TestBackend()), "--log-level=warn"};

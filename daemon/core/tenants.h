@@ -33,7 +33,7 @@ namespace hrx::daemon {
 enum class Isolation : uint8_t {
   kDefault,         // its own executor if it may load kernels, else shared
   kOwnExecutor,     // an executor process of its own
-  kSharedExecutor,  // the executor shared by trusted tenants
+  kSharedExecutor,  // the shared executor, if it loads no kernels
 };
 
 // What a tenant may do; the config's hrx.v1.Role, read once at parse time.
@@ -138,12 +138,12 @@ class Tenant : public std::enable_shared_from_this<Tenant> {
   // Whether the config lets this tenant load kernels (Tenant.load_kernels).
   bool load_kernels() const { return load_kernels_.load(); }
   void set_load_kernels(bool allowed) { load_kernels_.store(allowed); }
-  // Whether its work runs in an executor of its own (Tenant.isolation;
-  // by default, tenants that may load kernels do).
+  // Whether its work runs in an executor of its own: always when it may
+  // load kernels (its code is as hostile as it is, whatever its isolation
+  // or name says), and when its isolation asks for one. Only tenants that
+  // load no kernels ever share the shared executor.
   bool own_executor() const {
-    const Isolation isolation = isolation_.load();
-    return isolation == Isolation::kOwnExecutor ||
-           (isolation == Isolation::kDefault && load_kernels());
+    return load_kernels() || isolation_.load() == Isolation::kOwnExecutor;
   }
   Isolation isolation() const { return isolation_.load(); }
   void set_isolation(Isolation isolation) { isolation_.store(isolation); }

@@ -15,6 +15,12 @@ namespace {
 
 namespace wire = hrx::executor::v1;
 
+// The link whose delivery thread this is (null on every other thread): a
+// completion callback that loses the link runs there with deliver_mu_ held.
+// Set by the thread itself, so it is right from the thread's first event;
+// comparing with deliver_thread_'s id raced with Open's assignment of it.
+thread_local const ExecutorLink* delivering_for = nullptr;
+
 }  // namespace
 
 absl::Status ExecutorLostStatus(const std::string& name,
@@ -203,6 +209,7 @@ void ExecutorLink::ReadLoop() {
 }
 
 void ExecutorLink::DeliverLoop() {
+  delivering_for = this;
   while (true) {
     wire::Event event;
     {
@@ -225,8 +232,7 @@ void ExecutorLink::DeliverLoop() {
 void ExecutorLink::NotifyLost() {
   // The delivery thread holds deliver_mu_ already when a callback it runs
   // loses the link.
-  const bool delivering_here =
-      std::this_thread::get_id() == deliver_thread_.get_id();
+  const bool delivering_here = delivering_for == this;
   if (!delivering_here) deliver_mu_.Lock();
   std::vector<RemoteQueue*> queues;
   absl::Status why;

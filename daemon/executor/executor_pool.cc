@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,6 +41,13 @@ std::string Describe(int status) {
   return "ended";
 }
 
+// SIGKILL to an executor that may already have been reaped.
+void KillExecutor(const shared::UniqueFd& pidfd) {
+  if (pidfd.valid()) {
+    (void)syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ExecutorPool>> ExecutorPool::Start(
@@ -47,7 +55,7 @@ absl::StatusOr<std::unique_ptr<ExecutorPool>> ExecutorPool::Start(
   auto pool = std::unique_ptr<ExecutorPool>(new ExecutorPool(options));
   {
     absl::MutexLock lock(&pool->mu_);
-    Executor& shared = pool->executors_[kShared];
+    Executor& shared = pool->executors_[kSharedKey];
     shared.name = kShared;
     if (absl::Status launched = pool->Launch(shared); !launched.ok()) {
       return launched;
@@ -128,19 +136,26 @@ absl::Status ExecutorPool::Launch(Executor& executor) {
     }
     return ExecutorLostStatus(name, Describe(status));
   };
+  // Signals after the reader may have reaped it go through a pidfd, never
+  // the number, which the kernel may have given to another process by then.
+  auto pidfd = std::make_shared<const shared::UniqueFd>(
+      static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
   auto link = ExecutorLink::Open(shared::UniqueFd(ends[0]), executor.name,
                                  options_.call_limit, std::move(cause));
   if (!link.ok()) return link.status();
   executor.pid = pid;
+  executor.pidfd = std::move(pidfd);
   executor.backend = std::make_shared<RemoteBackend>(*std::move(link));
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<backend::Backend>> ExecutorPool::For(
     const daemon::Tenant& tenant) {
-  const std::string name = tenant.own_executor() ? tenant.name() : kShared;
+  const bool own = tenant.own_executor();
+  const std::string key = own ? tenant.name() : kSharedKey;
+  const std::string name = own ? tenant.name() : kShared;
   absl::MutexLock lock(&mu_);
-  Executor& executor = executors_[name];
+  Executor& executor = executors_[key];
   executor.name = name;
   if (executor.backend == nullptr) {
     const absl::Time now = absl::Now();
@@ -176,6 +191,7 @@ void ExecutorPool::Lost(const std::string& name, ExecutorLink* link,
     Executor& executor = it->second;
     executor.backend.reset();
     executor.pid = 0;
+    executor.pidfd.reset();
     ++executor.restarts;
     // Backoff grows only while the executor dies before serving anything (a
     // start that fails); a tenant whose kernels crash a working executor
@@ -197,7 +213,7 @@ void ExecutorPool::Lost(const std::string& name, ExecutorLink* link,
 void ExecutorPool::Retire(const daemon::Tenant& tenant) {
   if (!tenant.own_executor()) return;
   std::shared_ptr<ExecutorLink> link;
-  pid_t pid = 0;
+  std::shared_ptr<const shared::UniqueFd> pidfd;
   {
     absl::MutexLock lock(&mu_);
     auto it = executors_.find(tenant.name());
@@ -205,18 +221,18 @@ void ExecutorPool::Retire(const daemon::Tenant& tenant) {
     // Its sessions are closed: the loss ends nobody's work.
     it->second.tenants.clear();
     link = it->second.backend->link();
-    pid = it->second.pid;
+    pidfd = it->second.pidfd;
   }
   // The watchdog's next round reaps it as it would a lost executor.
   link->Lose(ExecutorLostStatus(tenant.name(),
                                 "was stopped because its tenant was removed"));
-  kill(pid, SIGKILL);
+  KillExecutor(*pidfd);
 }
 
 void ExecutorPool::Watch() {
   while (true) {
     std::vector<std::pair<std::string, std::shared_ptr<ExecutorLink>>> links;
-    std::vector<pid_t> pids;
+    std::vector<std::shared_ptr<const shared::UniqueFd>> pidfds;
     {
       absl::MutexLock lock(&mu_);
       auto stop = [this]()
@@ -225,27 +241,28 @@ void ExecutorPool::Watch() {
                                absl::Milliseconds(100))) {
         return;
       }
-      for (auto& [name, executor] : executors_) {
+      for (auto& [key, executor] : executors_) {
         if (executor.backend == nullptr) continue;
-        links.emplace_back(name, executor.backend->link());
-        pids.push_back(executor.pid);
+        links.emplace_back(key, executor.backend->link());
+        pidfds.push_back(executor.pidfd);
       }
     }
     const absl::Time now = absl::Now();
     for (size_t i = 0; i < links.size(); ++i) {
-      auto& [name, link] = links[i];
+      auto& [key, link] = links[i];
       if (link->lost().ok() && link->Stalled(now, options_.watchdog)) {
         link->Lose(ExecutorLostStatus(
-            name, absl::StrFormat("made no progress for %s (a kernel that "
-                                  "does not finish) and was killed",
-                                  absl::FormatDuration(options_.watchdog))));
-        kill(pids[i], SIGKILL);
+            link->tenant(),
+            absl::StrFormat("made no progress for %s (a kernel that "
+                            "does not finish) and was killed",
+                            absl::FormatDuration(options_.watchdog))));
+        KillExecutor(*pidfds[i]);
       }
       if (!link->lost().ok()) {
         // Lost by a call that timed out (a hang) or a broken frame: make sure
         // the process is gone too; its reader reaps it.
-        kill(pids[i], SIGKILL);
-        Lost(name, link.get(), link->lost());
+        KillExecutor(*pidfds[i]);
+        Lost(key, link.get(), link->lost());
       }
     }
   }
@@ -262,7 +279,7 @@ uint64_t ExecutorPool::bytes_in_use() const {
 
 std::vector<backend::ExportKind> ExecutorPool::export_kinds() const {
   absl::MutexLock lock(&mu_);
-  auto it = executors_.find(kShared);
+  auto it = executors_.find(kSharedKey);
   if (it == executors_.end() || it->second.backend == nullptr) return {};
   return it->second.backend->export_kinds();
 }
@@ -272,7 +289,7 @@ std::vector<daemon::ExecutorInfo> ExecutorPool::executors() const {
   absl::MutexLock lock(&mu_);
   for (const auto& [name, executor] : executors_) {
     daemon::ExecutorInfo info;
-    info.name = name;
+    info.name = executor.name;
     info.pid = executor.pid;
     info.running = executor.backend != nullptr;
     info.restarts = executor.restarts;

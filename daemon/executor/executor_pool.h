@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "daemon/core/device_set.h"
 #include "daemon/executor/remote_backend.h"
+#include "shared/unique_fd.h"
 
 namespace hrx::executor {
 
@@ -75,8 +76,11 @@ class ExecutorPool final : public daemon::DeviceSet {
 
  private:
   struct Executor {
-    std::string name;  // the tenant, or kShared
+    std::string name;  // the tenant, or kShared (key kSharedKey)
     pid_t pid = 0;
+    // Signals it (shared with the watchdog's snapshot; invalid where the
+    // kernel has no pidfds, and then nothing is signalled after a reap).
+    std::shared_ptr<const shared::UniqueFd> pidfd;
     // Null while down. A lost one's last holder (a call in progress, or
     // the watchdog) lets it go; its queues, memory and kernels keep their
     // link to it until they go too (QueuePool::Sweep, sessions closing).
@@ -87,7 +91,11 @@ class ExecutorPool final : public daemon::DeviceSet {
     absl::Time retry_at = absl::InfinitePast();
     std::string last_loss;
   };
+  // The shared executor's name in logs and listings, and its key in
+  // executors_: a key no tenant name can be (names are never empty), so a
+  // tenant called "shared" gets an executor of its own, never this one.
   static constexpr char kShared[] = "shared";
+  static constexpr char kSharedKey[] = "";
 
   explicit ExecutorPool(const ExecutorOptions& options) : options_(options) {}
   // Starts `executor`'s process and connects to it.

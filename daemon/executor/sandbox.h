@@ -1,8 +1,8 @@
 // What an executor process gives up before it runs tenant code: every
 // descriptor but the ones it needs, its privileges (hrxd's user, when that
 // is root), the right to gain any back, to be inspected (ptrace,
-// /proc/pid/mem) or to core-dump, and a set of system calls no device work
-// needs (seccomp).
+// /proc/pid/mem) or to core-dump, and every system call outside an
+// allowlist (seccomp, syscall_policy.h).
 #ifndef HRX_DAEMON_EXECUTOR_SANDBOX_H_
 #define HRX_DAEMON_EXECUTOR_SANDBOX_H_
 
@@ -28,7 +28,8 @@ struct SandboxOptions {
 absl::Status EnterSandbox(const SandboxOptions& options);
 
 // After the backend opens (its runtime may need more at start): installs
-// the system call filter. A no-op where the architecture is not x86-64.
+// the system call allowlist (syscall_policy.h). A no-op where the
+// architecture is not x86-64.
 absl::Status RestrictSystemCalls();
 
 }  // namespace hrx::executor

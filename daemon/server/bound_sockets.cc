@@ -5,11 +5,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/own_directory.h"
 #include "shared/refusal.h"
 #include "shared/socket_path.h"
 #include "shared/status_macros.h"
@@ -25,37 +27,13 @@ constexpr mode_t kRootMode = 0700;
 constexpr mode_t kDirectoryMode = 0755;
 constexpr unsigned kSocketMode = 0666;
 
-absl::Status DirectoryFailed(const std::string& path, const std::string& why) {
-  return Refusal(
-      Reason::kListenFailed,
-      absl::StrFormat("bound tenant directory %s: %s. Fix: check that "
-                      "--tenant_socket_dir exists or can be made, belongs to "
-                      "hrxd's user and holds nothing else of that name.",
-                      path, why));
-}
-
-// Makes `path` with `mode` unless it is already a directory of hrxd's user,
-// which then gets `mode`; refuses anything else in its place (a symlink, a
-// file, a directory someone else made).
+// How the tenant socket directory and each tenant's directory are made
+// and checked (own_directory.h): hrxd sets modes only on what it creates.
 absl::Status EnsureDirectory(const std::string& path, mode_t mode) {
-  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
-    return DirectoryFailed(path, std::strerror(errno));
-  }
-  struct stat info {};
-  if (lstat(path.c_str(), &info) != 0) {
-    return DirectoryFailed(path, std::strerror(errno));
-  }
-  if (!S_ISDIR(info.st_mode) || info.st_uid != geteuid()) {
-    return DirectoryFailed(
-        path, absl::StrFormat("exists and is not a directory of uid %u "
-                              "(mode %o, owner %u)",
-                              geteuid(), info.st_mode, info.st_uid));
-  }
-  // The umask may have taken bits, or someone loosened them: set them.
-  if ((info.st_mode & 07777) != mode && chmod(path.c_str(), mode) != 0) {
-    return DirectoryFailed(path, std::strerror(errno));
-  }
-  return absl::OkStatus();
+  const DirectoryRefusals refusals{
+      Reason::kListenFailed, Reason::kListenFailed, Reason::kListenFailed,
+      "pass --tenant_socket_dir naming a directory of hrxd's own"};
+  return PrepareOwnDirectory(path, mode, ExistingMode::kNoLooser, refusals);
 }
 
 }  // namespace
@@ -68,6 +46,20 @@ BoundSockets::BoundSockets(BoundSocketOptions options, grpc::Server& server,
       core_(core) {}
 
 BoundSockets::~BoundSockets() { StopAll(); }
+
+size_t MaxBoundTenantNameBytes(const std::string& root) {
+  // ROOT/NAME/hrxd.sock.fds, and the terminating NUL.
+  const size_t fixed =
+      shared::SideChannelPath(absl::StrCat(root, "//", kBoundSocketName))
+          .size();
+  const size_t room = sizeof(sockaddr_un{}.sun_path) - 1;
+  if (fixed >= room) return 0;
+  return std::min<size_t>(room - fixed, kMaxBoundTenantNameBytes);
+}
+
+size_t BoundSockets::MaxNameBytes() const {
+  return MaxBoundTenantNameBytes(options_.root);
+}
 
 std::string BoundSockets::DirectoryOf(const std::string& name) const {
   return absl::StrCat(options_.root, "/", name);
@@ -89,14 +81,18 @@ absl::StatusOr<BoundTenantSummary> BoundSockets::Create(const std::string& name,
   HRX_RETURN_IF_ERROR(CheckBoundTenantName(name));
   const std::string socket_path =
       absl::StrCat(DirectoryOf(name), "/", kBoundSocketName);
-  const std::string side_channel = shared::SideChannelPath(socket_path);
-  if (side_channel.size() >= sizeof(sockaddr_un{}.sun_path)) {
-    return DirectoryFailed(
-        DirectoryOf(name),
-        absl::StrFormat("its side channel's path would be %u bytes; a Unix "
-                        "socket path holds at most %u",
-                        side_channel.size(),
-                        sizeof(sockaddr_un{}.sun_path) - 1));
+  const size_t longest = MaxNameBytes();
+  if (name.size() > longest) {
+    return Refusal(
+        Reason::kBadTenantName,
+        absl::StrFormat(
+            "bound tenant name %s is %u bytes; under --tenant_socket_dir=%s "
+            "(%u bytes) a name may be at most %u, so that its side channel "
+            "%s fits the %u bytes of a Unix socket path. Fix: use a name of "
+            "at most %u bytes, or a shorter --tenant_socket_dir.",
+            name, name.size(), options_.root, options_.root.size(), longest,
+            shared::SideChannelPath(socket_path),
+            sizeof(sockaddr_un{}.sun_path) - 1, longest));
   }
   {
     absl::MutexLock lock(&mu_);

@@ -49,6 +49,11 @@ struct BoundSocketOptions {
   size_t max_bound_tenants = kDefaultMaxBoundTenants;
 };
 
+// The longest bound tenant name whose side channel (ROOT/NAME/hrxd.sock.fds)
+// fits a Unix socket path under `root`: kMaxBoundTenantNameBytes, or less
+// when the root's path is long (0: no name fits).
+size_t MaxBoundTenantNameBytes(const std::string& root);
+
 class BoundSockets {
  public:
   struct Removed {
@@ -81,6 +86,8 @@ class BoundSockets {
 
   const BoundSocketOptions& options() const { return options_; }
   std::string DirectoryOf(const std::string& name) const;
+  // MaxBoundTenantNameBytes of this root.
+  size_t MaxNameBytes() const;
 
  private:
   enum class State { kCreating, kServing, kRemoving };

@@ -31,7 +31,15 @@ class StreamReactor final
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override { OnWritten(ok); }
   void OnCancel() override { OnCancelled(); }
-  void OnDone() override { delete this; }
+  // End runs with the conversation's lock held, and gRPC may call OnDone
+  // on another thread before that thread has let go of it: destroying the
+  // conversation then would unlock a freed mutex (hrxd aborted so, with
+  // "Mutex unlocked when destroyed", while executors crash-looped and their
+  // streams' calls ended). AwaitQuiet waits for that thread first.
+  void OnDone() override {
+    AwaitQuiet();
+    delete this;
+  }
 
  private:
   // StreamConversation.
