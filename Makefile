@@ -1,5 +1,5 @@
 # The two commands of the quick start. Both install what is missing first.
-.PHONY: run test test-asan test-tsan fuzz bench setup build format install deb
+.PHONY: run test test-asan test-tsan soak fuzz bench setup build format install deb
 
 # Extra hrxd flags for `make run`, e.g. make run ARGS=--log-level=debug
 ARGS ?=
@@ -24,6 +24,16 @@ test-asan: setup
 
 test-tsan: setup
 	@HRX_TEST_PHASES=tsan tools/run_tests.sh
+
+# Executor supervision under load (docs/reliability.md): 1,000 executor
+# crashes in a row on each transport with hrxd's descriptors and threads
+# back where they were, then isolation_test 20 times on each transport.
+soak: setup
+	bazel test //tests:isolation_test //tests:isolation_test_grpc \
+	  --test_filter='*CrashingKernels*' --test_env=HRX_EXECUTOR_CRASHES=1000 \
+	  --test_timeout=3600 --cache_test_results=no
+	bazel test //tests:isolation_test //tests:isolation_test_grpc \
+	  --runs_per_test=20 --cache_test_results=no
 
 # Every fuzz target for FUZZ_SECONDS each (default 300), growing a corpus
 # kept in ~/.cache/hrx-fuzz across runs.

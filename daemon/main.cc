@@ -55,6 +55,9 @@ ABSL_FLAG(std::string, executor_user, "nobody",
           "the user executors run as when hrxd runs as root");
 ABSL_FLAG(int64_t, executor_watchdog_ms, 30000,
           "an executor whose work makes no progress this long is killed");
+ABSL_FLAG(int64_t, executor_hang_ms, 10000,
+          "an executor that does not answer hrxd's ping this long (stopped, "
+          "or its main thread stuck) is killed; at most the watchdog");
 ABSL_FLAG(std::string, socket_mode, "0660",
           "the socket's permission bits, octal (0666 lets every local user "
           "connect; identity still comes from the kernel)");
@@ -104,6 +107,7 @@ int main(int argc, char** argv) {
   options.executors = absl::GetFlag(FLAGS_executors);
   options.executor_user = absl::GetFlag(FLAGS_executor_user);
   options.executor_watchdog_ms = absl::GetFlag(FLAGS_executor_watchdog_ms);
+  options.executor_hang_ms = absl::GetFlag(FLAGS_executor_hang_ms);
   options.tenant_socket_dir = absl::GetFlag(FLAGS_tenant_socket_dir);
   options.max_bound_tenants = absl::GetFlag(FLAGS_max_bound_tenants);
   options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);

@@ -176,6 +176,8 @@ absl::StatusOr<std::unique_ptr<DeviceSet>> OpenDevices(
   executors.log_level = options.log_level;
   executors.watchdog = absl::Milliseconds(options.executor_watchdog_ms);
   executors.call_limit = executors.watchdog;
+  executors.hang_limit = std::min(absl::Milliseconds(options.executor_hang_ms),
+                                  executors.watchdog);
   if (geteuid() == 0) {
     const passwd* user = getpwnam(options.executor_user.c_str());
     if (user == nullptr || user->pw_uid == 0) {

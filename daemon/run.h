@@ -38,6 +38,7 @@ struct DaemonOptions {
   bool executors = true;
   std::string executor_user = "nobody";  // when hrxd runs as root
   int64_t executor_watchdog_ms = 30000;  // no progress this long: killed
+  int64_t executor_hang_ms = 10000;      // no ping answer this long: killed
   // Where socket-bound tenants' directories go; empty: "tenants" beside the
   // main socket. docs/kubernetes.md.
   std::string tenant_socket_dir;

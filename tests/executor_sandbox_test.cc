@@ -4,9 +4,11 @@
 // is refused, and it runs as an unprivileged user.
 #include <errno.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/isolation_fixture.h"
@@ -157,6 +159,42 @@ tenants { name: "shared" uids: 0 role: ROLE_ADMIN load_kernels: true
   EXPECT_GT(bystanders, 0u) << executors.DebugString();
   EXPECT_GT(kernels, 0u) << executors.DebugString();
   EXPECT_NE(bystanders, kernels) << executors.DebugString();
+}
+
+TEST_F(IsolationTest, TenantOutputReachesTheLogEscapedBoundedAndNamed) {
+  // Info level: executors' lines are logged at info.
+  RestartDaemon({"--log-level=info"});
+  Subprocess bystander = StartBystander(/*rounds=*/4);
+  auto attacker = Connect();
+  ASSERT_THAT(attacker.status(), IsOk());
+  auto out = attacker->stream->Allocate(4);
+  ASSERT_THAT(out.status(), IsOk());
+  Constants megabytes;
+  ASSERT_THAT(megabytes.Push(uint32_t{64}), IsOk());
+  ASSERT_THAT(Run(*attacker, "chatty", megabytes, *out), IsOk());
+  std::vector<uint8_t> failed(4);
+  ASSERT_THAT(attacker->stream->ReadBlocking(out->Binding(), failed), IsOk());
+  EXPECT_EQ(failed, std::vector<uint8_t>(4, 0)) << "the kernel's writes failed";
+  ExpectBystanderUnharmed(bystander);
+  // The forged line is there, named and escaped; no raw escape byte, and
+  // not 64 MiB: the rest was dropped and counted.
+  std::string log;
+  for (int i = 0; i < 100; ++i) {
+    log = daemon_->process().Stderr();
+    if (log.find("lines dropped") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // (Found, not matched: the log itself is too long to print.)
+  auto has = [&log](const std::string& text) {
+    return log.find(text) != std::string::npos;
+  };
+  EXPECT_TRUE(
+      has("ops: 2026-12-04T00:00:00.000 critical [daemon] "
+          "hrxd: forged by a tenant"));
+  EXPECT_TRUE(has("ops: \\x1b]0;owned\\x07\\x1b[2Jscreen cleared"));
+  EXPECT_FALSE(has("\x1b"));
+  EXPECT_TRUE(has("lines dropped: at most 10 a second"));
+  EXPECT_LT(log.size(), size_t{1} << 20);
 }
 
 }  // namespace

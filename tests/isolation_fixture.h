@@ -51,6 +51,17 @@ class IsolationTest : public ::testing::Test {
         "unix:" + daemon_->socket_path(), grpc::InsecureChannelCredentials()));
   }
 
+  // The same daemon again, with `flags` instead of the default watchdog.
+  void RestartDaemon(const std::vector<std::string>& flags) {
+    daemon_.reset();
+    std::vector<std::string> all = {"--config=" + dir_ + "/hrxd.conf",
+                                    "--socket_mode=0666"};
+    all.insert(all.end(), flags.begin(), flags.end());
+    auto daemon = TestDaemon::Start(all, dir_);
+    ASSERT_THAT(daemon.status(), shared::IsOk());
+    daemon_ = *std::move(daemon);
+  }
+
   // A bystander that allocates, uploads, copies and reads back for as long
   // as `rounds` take, checking every byte.
   Subprocess StartBystander(int rounds) {
@@ -116,6 +127,25 @@ class IsolationTest : public ::testing::Test {
       if (tenant.name() == name) return tenant;
     }
     return {};
+  }
+  // Why `executor` last went down, once it has (polled: the loss is
+  // recorded by the watchdog's round), or "" after ~5 s.
+  std::string LastLoss(const std::string& executor) {
+    for (int i = 0; i < 250; ++i) {
+      grpc::ClientContext context;
+      hrx::v1::ListExecutorsResponse executors;
+      EXPECT_TRUE(admin_
+                      ->ListExecutors(&context, hrx::v1::ListExecutorsRequest(),
+                                      &executors)
+                      .ok());
+      for (const hrx::v1::ExecutorInfo& info : executors.executors()) {
+        if (info.name() == executor && !info.last_loss().empty()) {
+          return info.last_loss();
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return "";
   }
   // Polls until `tenant` holds no bytes, streams, buffers or in-flight work.
   bool ChargesBackToZero(const std::string& tenant) {

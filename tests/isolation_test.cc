@@ -2,9 +2,16 @@
 // kernel that crashes or spins ends only that process. Each defence is shown
 // while a bystander tenant keeps checking every byte it reads. Runs on the
 // CPU backend here and on the HIP backend on the GPU machine.
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "tests/isolation_fixture.h"
 
 namespace hrx::testing {
@@ -12,6 +19,15 @@ namespace {
 
 using ::hrx::shared::IsOk;
 using ::testing::HasSubstr;
+
+// HRX_EXECUTOR_CRASHES, else `fallback`.
+int CrashRounds(int fallback) {
+  const char* asked = std::getenv("HRX_EXECUTOR_CRASHES");
+  int rounds = 0;
+  return asked != nullptr && absl::SimpleAtoi(asked, &rounds) && rounds > 0
+             ? rounds
+             : fallback;
+}
 
 TEST_F(IsolationTest, CrashingKernelsEndOnlyTheirOwnExecutor) {
   Subprocess bystander = StartBystander(/*rounds=*/40);
@@ -23,8 +39,9 @@ TEST_F(IsolationTest, CrashingKernelsEndOnlyTheirOwnExecutor) {
   const size_t fds_before = ProcEntriesSteady(hrxd, "fd");
   const size_t threads_before = ProcEntries(hrxd, "task");
   // A new GPU context per restart costs far more than a CPU process: the
-  // GPU run does fewer rounds of the same test.
-  const int kCrashes = TestBackend() == "hip" ? 30 : 100;
+  // GPU run does fewer rounds of the same test. `make soak` runs 1,000
+  // (HRX_EXECUTOR_CRASHES).
+  const int kCrashes = CrashRounds(TestBackend() == "hip" ? 30 : 100);
   for (int i = 0; i < kCrashes; ++i) {
     auto attacker = Connect();
     ASSERT_THAT(attacker.status(), IsOk()) << "round " << i;
@@ -108,6 +125,116 @@ TEST_F(IsolationTest, AKernelThatNeverFinishesIsKilledByTheWatchdog) {
   EXPECT_THAT(spun.message(), HasSubstr("made no progress"));
   ExpectBystanderUnharmed(bystander);
   EXPECT_TRUE(ChargesBackToZero("ops"));
+}
+
+TEST_F(IsolationTest, AFrozenExecutorHoldsUpOnlyItsOwnTenant) {
+  // Limits far beyond the test: the frozen executor's call can only end
+  // when the test lets it go, so the order below is certain.
+  RestartDaemon({"--executor_watchdog_ms=600000", "--executor_hang_ms=600000"});
+  auto attacker = Connect();
+  ASSERT_THAT(attacker.status(), IsOk());
+  const pid_t own = ExecutorPid(daemon_->process().pid(), "ops");
+  ASSERT_GT(own, 0);
+  // Frozen as a kernel could freeze it (SIGSTOP): nothing it runs answers.
+  ASSERT_EQ(kill(own, SIGSTOP), 0);
+  // The attacker's next stream needs a new queue of its own executor...
+  std::atomic<bool> answered{false};
+  absl::Status created;
+  std::thread waiting([&] {
+    created = attacker->device->CreateStream().status();
+    answered.store(true);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // ...while a bystander connects, opens a stream (a queue of its own
+  // tenant's pool: nothing of the attacker's pool holds it up) and does
+  // its rounds.
+  Subprocess bystander = StartBystander(/*rounds=*/3);
+  ExpectBystanderUnharmed(bystander);
+  EXPECT_FALSE(answered.load())
+      << "the frozen executor answered before it was let go: " << created;
+  ASSERT_EQ(kill(own, SIGCONT), 0);
+  waiting.join();
+  EXPECT_THAT(created, IsOk());
+}
+
+TEST_F(IsolationTest, AFrozenExecutorIsFoundByItsPingAndKilled) {
+  RestartDaemon({"--executor_watchdog_ms=60000", "--executor_hang_ms=1000"});
+  auto attacker = Connect();
+  ASSERT_THAT(attacker.status(), IsOk());
+  const pid_t hrxd = daemon_->process().pid();
+  const pid_t own = ExecutorPid(hrxd, "ops");
+  ASSERT_GT(own, 0);
+  ASSERT_EQ(kill(own, SIGSTOP), 0);
+  // The call fails (executor_lost, or stale_handle when the loss closed its
+  // session first) once the ping goes unanswered, long before the watchdog.
+  const absl::Status frozen = attacker->device->CreateStream().status();
+  EXPECT_FALSE(frozen.ok());
+  EXPECT_THAT(frozen.message(), HasSubstr("Fix:"));
+  EXPECT_TRUE(ChargesBackToZero("ops"));
+  EXPECT_THAT(LastLoss("ops"), HasSubstr("did not answer hrxd's ping"));
+  // Its tenant starts again on a new executor.
+  auto again = Connect();
+  ASSERT_THAT(again.status(), IsOk());
+  EXPECT_NE(ExecutorPid(hrxd, "ops"), own);
+}
+
+TEST_F(IsolationTest, EvictingASessionWhoseKernelNeverEndsKillsItsExecutor) {
+  // A watchdog that would take far longer than the eviction's own limit.
+  daemon_.reset();
+  auto daemon =
+      TestDaemon::Start({"--config=" + dir_ + "/hrxd.conf",
+                         "--socket_mode=0666", "--executor_watchdog_ms=60000"},
+                        dir_);
+  ASSERT_THAT(daemon.status(), IsOk());
+  daemon_ = *std::move(daemon);
+  Subprocess bystander = StartBystander(/*rounds=*/6);
+  auto attacker = Connect();
+  ASSERT_THAT(attacker.status(), IsOk());
+  auto out = attacker->stream->Allocate(64);
+  ASSERT_THAT(out.status(), IsOk());
+  auto spin = attacker->stream->LoadKernelFile(KernelPath("spin"), "spin");
+  ASSERT_THAT(spin.status(), IsOk());
+  const View binding = out->Binding();
+  ASSERT_THAT(attacker->stream->Dispatch(*spin, {1, 1, 1}, {1, 1, 1},
+                                         Constants(), {&binding, 1}),
+              IsOk());
+  ASSERT_THAT(attacker->stream->Flush(), IsOk());
+  // Evicted only once hrxd holds the kernel's dispatch (an eviction that
+  // came first would have nothing to wait for).
+  bool running = false;
+  for (int i = 0; i < 500 && !running; ++i) {
+    running = Tenant("ops").usage().inflight_commands() > 0;
+    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(running) << "the spinning kernel never reached hrxd";
+  uint64_t session = 0;
+  {
+    grpc::ClientContext context;
+    hrx::v1::ListSessionsResponse sessions;
+    ASSERT_TRUE(
+        admin_
+            ->ListSessions(&context, hrx::v1::ListSessionsRequest(), &sessions)
+            .ok());
+    for (const auto& info : sessions.sessions()) {
+      if (info.client_name() == "attacker") session = info.id();
+    }
+  }
+  ASSERT_NE(session, 0u);
+  // The admin's call returns (within its deadline, far inside the
+  // watchdog's minute): the session is gone, its spinning kernel with it.
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(20));
+  hrx::v1::EvictSessionRequest request;
+  request.set_id(session);
+  hrx::v1::EvictSessionResponse evicted;
+  const grpc::Status status = admin_->EvictSession(&context, request, &evicted);
+  EXPECT_TRUE(status.ok()) << status.error_code() << " "
+                           << status.error_message();
+  EXPECT_EQ(evicted.freed_streams(), 1u);
+  ExpectBystanderUnharmed(bystander);
+  EXPECT_TRUE(ChargesBackToZero("ops"));
+  EXPECT_THAT(LastLoss("ops"), HasSubstr("an admin evicted a session"));
 }
 
 }  // namespace

@@ -198,7 +198,16 @@ absl::StatusOr<uint64_t> Core::OpenSession(const std::string& client_name,
   return handle;
 }
 
-void Core::CloseSession(uint64_t session, CloseDone done) {
+void Core::CloseSession(uint64_t session, CloseDone done, CloseCause cause) {
+  if (cause == CloseCause::kEviction) {
+    auto ended = std::make_shared<std::atomic<bool>>(false);
+    WatchEviction(session, ended);
+    done = [ended,
+            done = std::move(done)](absl::StatusOr<CloseSummary> summary) {
+      ended->store(true);
+      done(std::move(summary));
+    };
+  }
   auto removed = sessions_.Remove(session, "close session");
   if (!removed.ok()) return done(removed.status());
   std::shared_ptr<Session> closing = *std::move(removed);
@@ -220,18 +229,25 @@ void Core::CloseSession(uint64_t session, CloseDone done) {
   }
   const CloseSummary summary = remains.summary;
   if (remains.waits.empty()) return done(summary);
+  // A failed queue (a kernel fault, a lost executor) has ended the work
+  // too: the close is done, whatever the work's own outcome.
   auto countdown = std::make_shared<Countdown>(
       remains.waits.size(),
-      [summary, done = std::move(done)](absl::Status status) {
-        if (status.ok()) {
-          done(summary);
-        } else {
-          done(status);
-        }
-      });
+      [summary, done = std::move(done)](absl::Status) { done(summary); });
   for (auto& [queue, fence] : remains.waits) {
     queue->OnComplete(
         fence, [countdown](absl::Status status) { countdown->Arrive(status); });
+  }
+}
+
+void Core::WatchEviction(uint64_t session,
+                         std::shared_ptr<std::atomic<bool>> ended) {
+  for (const auto& [handle, entry] : sessions_.Select(
+           [&](uint64_t id, const Session&) { return id == session; })) {
+    absl::MutexLock lock(&evictions_mu_);
+    evictions_.push_back({entry->tenant,
+                          sessions_.clock().Now() + kEvictionDrainLimit,
+                          std::move(ended)});
   }
 }
 
@@ -263,6 +279,30 @@ void Core::TenantsLost(const std::vector<std::string>& tenants,
 
 void Core::Housekeep(absl::Time now) {
   sharing_.Housekeep(now);
+  // Evictions whose work outlived the limit: its executor goes, and with
+  // it the work (the loss fails what the eviction waits for).
+  std::vector<std::shared_ptr<Tenant>> overdue;
+  {
+    absl::MutexLock lock(&evictions_mu_);
+    auto keep = [&](const Eviction& eviction) {
+      if (eviction.ended->load()) return false;
+      if (now < eviction.deadline) return true;
+      overdue.push_back(eviction.tenant);
+      return false;
+    };
+    evictions_.erase(
+        std::stable_partition(evictions_.begin(), evictions_.end(), keep),
+        evictions_.end());
+  }
+  for (const std::shared_ptr<Tenant>& tenant : overdue) {
+    devices_->Abort(
+        *tenant,
+        absl::StrFormat("was killed: an admin evicted a session of \"%s\" "
+                        "whose work had not ended within %s (a kernel that "
+                        "does not finish)",
+                        tenant->name(),
+                        absl::FormatDuration(kEvictionDrainLimit)));
+  }
   // Queues of lost executors go once their sessions have (their executor's
   // connection, threads and socket with them).
   queues_.Sweep();

@@ -30,6 +30,7 @@
 #ifndef HRX_DAEMON_CORE_CORE_H_
 #define HRX_DAEMON_CORE_CORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -37,8 +38,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 #include "daemon/core/admin_views.h"
@@ -83,6 +86,10 @@ struct CoreOptions {
 
 using CloseDone = std::function<void(absl::StatusOr<CloseSummary>)>;
 
+// How long an evicted session's work may take to end before its tenant's
+// own executor is killed to end it (docs/limits.md).
+inline constexpr absl::Duration kEvictionDrainLimit = absl::Seconds(2);
+
 class Core {
  public:
   // Every tenant's work on `backend`, in this process.
@@ -119,8 +126,13 @@ class Core {
   absl::StatusOr<uint64_t> OpenSession(const std::string& client_name,
                                        const PeerIdentity& caller);
   // Frees the session's handles at once (its client's close, or an admin's
-  // eviction); `done` runs once the session's queued work has completed.
-  void CloseSession(uint64_t session, CloseDone done);
+  // eviction); `done` runs once the session's queued work has ended
+  // (completed or failed: the session is gone either way). An eviction's
+  // work that has not ended within kEvictionDrainLimit (a kernel that does
+  // not finish) is ended by killing its tenant's own executor.
+  enum class CloseCause { kClient, kEviction };
+  void CloseSession(uint64_t session, CloseDone done,
+                    CloseCause cause = CloseCause::kClient);
   // Removes a socket-bound tenant (TenantRegistry::RemoveBound): it stops
   // matching callers at once, and each of its sessions closes as an
   // eviction would. `done` runs with how many sessions closed, once every
@@ -166,6 +178,18 @@ class Core {
   Graphs graphs_;
   AdminViews admin_;
   const absl::Duration remote_session_lease_;
+  // Starts an eviction's clock (CloseSession with kEviction); `ended` is
+  // set once its work has.
+  void WatchEviction(uint64_t session,
+                     std::shared_ptr<std::atomic<bool>> ended);
+  // Evictions whose work has not ended yet, checked by Housekeep.
+  struct Eviction {
+    std::shared_ptr<Tenant> tenant;
+    absl::Time deadline;
+    std::shared_ptr<std::atomic<bool>> ended;
+  };
+  absl::Mutex evictions_mu_;
+  std::vector<Eviction> evictions_ ABSL_GUARDED_BY(evictions_mu_);
   // Last: its thread calls back into Core until it is destroyed, first.
   std::unique_ptr<Ticker> housekeeper_;
 };

@@ -68,6 +68,10 @@ class DeviceSet {
   // sessions have closed: an executor of its own stops, rather than wait
   // for work that will never come.
   virtual void Retire(const Tenant& tenant) {}
+  // Ends `tenant`'s own executor now, with "executor_lost" and `why` (work
+  // that will not end: an eviction's limit passed). Nothing where its work
+  // runs in hrxd or on the shared executor (which runs no tenant code).
+  virtual void Abort(const Tenant& tenant, const std::string& why) {}
 };
 
 // Every tenant's work on one backend, in hrxd's own process.

@@ -13,36 +13,67 @@ QueuePool::QueuePool(DeviceSet& devices, uint32_t capacity)
     : devices_(devices), capacity_(capacity) {}
 
 absl::StatusOr<QueueAssignment> QueuePool::Assign(const Tenant& tenant) {
-  absl::MutexLock lock(&mu_);
-  if (closed_) {
-    return Refusal(Reason::kShuttingDown,
-                   "create stream: hrxd is stopping and runs no new queues. "
-                   "Fix: reconnect once it has restarted.");
+  while (true) {
+    std::shared_ptr<TenantQueues> pool;
+    {
+      absl::MutexLock lock(&mu_);
+      if (closed_) {
+        return Refusal(Reason::kShuttingDown,
+                       "create stream: hrxd is stopping and runs no new "
+                       "queues. Fix: reconnect once it has restarted.");
+      }
+      std::shared_ptr<TenantQueues>& slot = pools_[tenant.name()];
+      if (slot == nullptr) slot = std::make_shared<TenantQueues>();
+      pool = slot;
+    }
+    // Unlocked pool-wide: making a queue may wait on this tenant's
+    // executor, and no other tenant may wait behind it.
+    absl::MutexLock lock(&pool->mu);
+    if (pool->gone) continue;  // retired while this waited: a fresh pool
+    const uint32_t index = pool->next;
+    const bool make = index == pool->queues.size();
+    if (make) {
+      auto backend = devices_.For(tenant);
+      if (!backend.ok()) return backend.status();
+      auto queue = (*backend)->CreateQueue();
+      if (!queue.ok()) return queue.status();
+      PooledQueue pooled;
+      pooled.queue = *std::move(queue);
+      pooled.lease = QueueLease(pooled.queue.get(), [](backend::Queue*) {});
+      pool->queues.push_back(std::move(pooled));
+    }
+    uint32_t capacity = 0;
+    {
+      absl::MutexLock counters(&mu_);
+      if (make) ++created_;
+      capacity = capacity_;
+    }
+    pool->next = (index + 1) % capacity;
+    return QueueAssignment{index, pool->queues[index].lease};
   }
-  TenantQueues& pool = pools_[tenant.name()];
-  const uint32_t index = pool.next;
-  if (index == pool.queues.size()) {
-    auto backend = devices_.For(tenant);
-    if (!backend.ok()) return backend.status();
-    auto queue = (*backend)->CreateQueue();
-    if (!queue.ok()) return queue.status();
-    PooledQueue pooled;
-    pooled.queue = *std::move(queue);
-    pooled.lease = QueueLease(pooled.queue.get(), [](backend::Queue*) {});
-    pool.queues.push_back(std::move(pooled));
-    ++created_;
-  }
-  pool.next = (pool.next + 1) % capacity_;
-  return QueueAssignment{index, pool.queues[index].lease};
+}
+
+std::vector<QueuePool::PooledQueue> QueuePool::Empty(TenantQueues& pool) {
+  absl::MutexLock lock(&pool.mu);
+  pool.gone = true;
+  pool.next = 0;
+  return std::move(pool.queues);
 }
 
 void QueuePool::Retire(const std::string& tenant) {
-  absl::MutexLock lock(&mu_);
-  auto it = pools_.find(tenant);
-  if (it == pools_.end()) return;
+  std::shared_ptr<TenantQueues> pool;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = pools_.find(tenant);
+    if (it == pools_.end()) return;
+    pool = std::move(it->second);
+    pools_.erase(it);
+  }
+  // Waits for an Assign of this tenant in progress, which its lost
+  // executor answers at once (the loss fails every call).
+  std::vector<PooledQueue> queues = Empty(*pool);
   absl::MutexLock retired_lock(&retired_mu_);
-  for (auto& queue : it->second.queues) retired_.push_back(std::move(queue));
-  pools_.erase(it);
+  for (auto& queue : queues) retired_.push_back(std::move(queue));
 }
 
 size_t QueuePool::Sweep() {
@@ -75,24 +106,32 @@ size_t QueuePool::retired() const {
 }
 
 void QueuePool::Close() {
-  std::map<std::string, TenantQueues> closing;
+  std::map<std::string, std::shared_ptr<TenantQueues>> closing;
   std::vector<PooledQueue> retired;
   {
     absl::MutexLock lock(&mu_);
     closed_ = true;
     closing.swap(pools_);
+  }
+  {
     absl::MutexLock retired_lock(&retired_mu_);
     retired.swap(retired_);
   }
-  closing.clear();  // each queue drains as it is destroyed, unlocked
+  // Each queue drains as it is destroyed, unlocked.
+  for (auto& [tenant, pool] : closing) Empty(*pool).clear();
   retired.clear();
 }
 
 std::vector<QueueLease> QueuePool::AllQueues() const {
-  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<TenantQueues>> pools;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [tenant, pool] : pools_) pools.push_back(pool);
+  }
   std::vector<QueueLease> all;
-  for (const auto& [tenant, pool] : pools_) {
-    for (const auto& pooled : pool.queues) all.push_back(pooled.lease);
+  for (const auto& pool : pools) {
+    absl::MutexLock lock(&pool->mu);
+    for (const auto& pooled : pool->queues) all.push_back(pooled.lease);
   }
   return all;
 }

@@ -43,7 +43,8 @@ class QueuePool {
   QueuePool(DeviceSet& devices, uint32_t capacity);
 
   // A queue of `tenant`'s own pool (index within that pool), made by the
-  // tenant's backend.
+  // tenant's backend. Making one may wait on the tenant's executor; only
+  // that tenant's Assigns wait behind it.
   absl::StatusOr<QueueAssignment> Assign(const Tenant& tenant);
   // `tenant`'s backend was lost, or the tenant removed: its queues are set
   // aside (streams that still name them see them fail) and the next Assign
@@ -79,27 +80,40 @@ class QueuePool {
   void Close();
 
  private:
-  DeviceSet& devices_;
-
-  mutable absl::Mutex mu_;
-  uint32_t capacity_ ABSL_GUARDED_BY(mu_);
   struct PooledQueue {
     std::unique_ptr<backend::Queue> queue;
     QueueLease lease;  // the pool's own; use_count() 1: nobody else's
   };
+  // One tenant's queues. Its lock is held while a queue is made, which may
+  // wait on the tenant's executor (starting it, or its answer): only that
+  // tenant's Assigns wait behind it, never another tenant's. Taken before
+  // mu_ (briefly, for the counters) or alone.
   struct TenantQueues {
-    std::vector<PooledQueue> queues;
-    uint32_t next = 0;
+    absl::Mutex mu;
+    std::vector<PooledQueue> queues ABSL_GUARDED_BY(mu);
+    uint32_t next ABSL_GUARDED_BY(mu) = 0;
+    // Set aside (Retire, Close): an Assign that waited for it starts over.
+    bool gone ABSL_GUARDED_BY(mu) = false;
   };
-  std::map<std::string, TenantQueues> pools_ ABSL_GUARDED_BY(mu_);
-  // Queues of lost backends: kept (they fail whatever still names them)
-  // until nothing leases them (Sweep) or Close. Taken after mu_, or alone.
-  mutable absl::Mutex retired_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  std::vector<PooledQueue> retired_ ABSL_GUARDED_BY(retired_mu_);
-  uint32_t created_ ABSL_GUARDED_BY(mu_) = 0;
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+
   // Leases, so that a queue swept meanwhile is not destroyed under a drain.
   std::vector<QueueLease> AllQueues() const;
+  // Takes `pool`'s queues out and marks it gone.
+  static std::vector<PooledQueue> Empty(TenantQueues& pool);
+
+  DeviceSet& devices_;
+
+  // Never held while anything waits on an executor.
+  mutable absl::Mutex mu_;
+  uint32_t capacity_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<TenantQueues>> pools_
+      ABSL_GUARDED_BY(mu_);
+  uint32_t created_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  // Queues of lost backends: kept (they fail whatever still names them)
+  // until nothing leases them (Sweep) or Close. Taken alone.
+  mutable absl::Mutex retired_mu_;
+  std::vector<PooledQueue> retired_ ABSL_GUARDED_BY(retired_mu_);
 };
 
 }  // namespace hrx::daemon

@@ -183,6 +183,24 @@ bool ExecutorLink::Stalled(absl::Time now, absl::Duration limit) {
   return false;
 }
 
+void ExecutorLink::Ping(absl::Time now, absl::Duration interval) {
+  wire::Request ping;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!lost_.ok() || ping_id_ != 0 || now - pong_at_ < interval) return;
+    ping_id_ = NewId();
+    ping_sent_ = now;
+    ping.set_id(ping_id_);
+  }
+  ping.mutable_ping();
+  Post(ping);
+}
+
+bool ExecutorLink::Unresponsive(absl::Time now, absl::Duration limit) const {
+  absl::MutexLock lock(&mu_);
+  return ping_id_ != 0 && now - ping_sent_ > limit;
+}
+
 void ExecutorLink::ReadLoop() {
   std::string bytes;
   wire::Event event;
@@ -193,7 +211,22 @@ void ExecutorLink::ReadLoop() {
       continue;
     }
     absl::MutexLock lock(&mu_);
-    events_.push_back(std::move(event));
+    if (events_.size() >= kMaxQueuedEvents ||
+        event_bytes_ + bytes.size() > kMaxQueuedEventBytes) {
+      if (lost_.ok()) {
+        lost_ = ExecutorLostStatus(
+            tenant_,
+            absl::StrFormat("sent events faster than hrxd delivers them (%u "
+                            "frames, %u bytes waiting; at most %u and %u) and "
+                            "was killed",
+                            events_.size(), event_bytes_ + bytes.size(),
+                            kMaxQueuedEvents, kMaxQueuedEventBytes));
+        lost_at_ = absl::Now();
+      }
+      break;  // cause_ kills it; what was queued is still delivered
+    }
+    event_bytes_ += bytes.size();
+    events_.emplace_back(std::move(event), bytes.size());
     event.Clear();
   }
   absl::Status why = cause_();
@@ -219,7 +252,8 @@ void ExecutorLink::DeliverLoop() {
       };
       mu_.Await(absl::Condition(&ready));
       if (events_.empty()) break;  // read to the end, all delivered
-      event = std::move(events_.front());
+      event = std::move(events_.front().first);
+      event_bytes_ -= events_.front().second;
       events_.pop_front();
     }
     absl::MutexLock delivering(&deliver_mu_);
@@ -252,6 +286,11 @@ void ExecutorLink::Deliver(wire::Event& event) {
     shared::UniqueFd fd =
         reply.has_fd() ? reader_.TakeFd() : shared::UniqueFd();
     absl::MutexLock lock(&mu_);
+    if (reply.id() == ping_id_ && ping_id_ != 0) {
+      ping_id_ = 0;
+      pong_at_ = absl::Now();
+      return;
+    }
     auto it = calls_.find(reply.id());
     if (it == calls_.end()) return;  // the caller gave up
     it->second->answer = Answer{std::move(reply), std::move(fd)};

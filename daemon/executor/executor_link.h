@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -38,6 +39,13 @@
 namespace hrx::executor {
 
 class RemoteQueue;
+
+// What an executor's events may hold in hrxd before they are delivered
+// (progress, failures, read data, profiles waiting for the delivery
+// thread): past either, the executor is flooding hrxd, and its link is lost
+// (the executor killed) instead of hrxd's memory growing.
+inline constexpr size_t kMaxQueuedEvents = 65536;
+inline constexpr uint64_t kMaxQueuedEventBytes = uint64_t{256} << 20;
 
 // UNAVAILABLE "executor_lost": the executor serving `name` (a tenant, or
 // "shared") `why` ("exited with status 3", "did not answer ...").
@@ -89,6 +97,12 @@ class ExecutorLink {
   // Whether a queue has had work outstanding without progress for longer
   // than `limit`.
   bool Stalled(absl::Time now, absl::Duration limit);
+  // Sends a ping unless one is outstanding or one was answered less than
+  // `interval` ago (the watchdog's; never waits).
+  void Ping(absl::Time now, absl::Duration interval);
+  // Whether a ping has waited longer than `limit` for its answer: the
+  // executor is stopped, or its main thread is stuck.
+  bool Unresponsive(absl::Time now, absl::Duration limit) const;
 
   const hrx::executor::v1::Hello& hello() const { return hello_; }
   const std::string& tenant() const { return tenant_; }
@@ -136,8 +150,16 @@ class ExecutorLink {
   absl::flat_hash_map<const backend::GraphPlan*, Defined> graphs_
       ABSL_GUARDED_BY(mu_);
   // Queue events waiting for the delivery thread, in arrival order.
-  std::deque<hrx::executor::v1::Event> events_ ABSL_GUARDED_BY(mu_);
+  // With each, the size of the frame it came in.
+  std::deque<std::pair<hrx::executor::v1::Event, size_t>> events_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t event_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // their frames' sizes
   bool reading_done_ ABSL_GUARDED_BY(mu_) = false;
+  // The ping outstanding (0: none), when it went, and when one was last
+  // answered.
+  uint64_t ping_id_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time ping_sent_ ABSL_GUARDED_BY(mu_);
+  absl::Time pong_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Held while an event is delivered to a queue: Detach waits for it.
   absl::Mutex deliver_mu_;
   std::thread reader_thread_;

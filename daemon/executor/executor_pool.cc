@@ -1,5 +1,6 @@
 #include "daemon/executor/executor_pool.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "daemon/executor/executor_main.h"
+#include "daemon/logging.h"
 #include "shared/refusal.h"
 
 extern char** environ;
@@ -53,13 +55,17 @@ void KillExecutor(const shared::UniqueFd& pidfd) {
 absl::StatusOr<std::unique_ptr<ExecutorPool>> ExecutorPool::Start(
     const ExecutorOptions& options) {
   auto pool = std::unique_ptr<ExecutorPool>(new ExecutorPool(options));
+  pool->log_pump_ =
+      std::make_unique<ExecutorLogPump>([](const std::string& line) {
+        daemon::Logger("executor")->info("{}", line);
+      });
   {
     absl::MutexLock lock(&pool->mu_);
     Executor& shared = pool->executors_[kSharedKey];
     shared.name = kShared;
-    if (absl::Status launched = pool->Launch(shared); !launched.ok()) {
-      return launched;
-    }
+    auto launched = pool->Launch(shared.name);
+    if (!launched.ok()) return launched.status();
+    Install(shared, *std::move(launched));
     pool->properties_ = shared.backend->properties();
   }
   pool->watchdog_ = std::thread([raw = pool.get()] { raw->Watch(); });
@@ -79,17 +85,18 @@ ExecutorPool::~ExecutorPool() {
   }
 }
 
-absl::Status ExecutorPool::Launch(Executor& executor) {
+absl::StatusOr<ExecutorPool::Launched> ExecutorPool::Launch(
+    const std::string& name) const {
   int ends[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
     return ExecutorLostStatus(
-        executor.name,
+        name,
         absl::StrCat("could not start: socketpair: ", std::strerror(errno)));
   }
   std::vector<std::string> args = {
       "hrxd-executor",
       kExecutorFlag,
-      "--tenant=" + executor.name,
+      "--tenant=" + name,
       "--backend=" + options_.backend,
       absl::StrCat("--cpu_memory_bytes=", options_.cpu_memory_bytes),
       absl::StrCat("--gpu_device=", options_.gpu_device),
@@ -102,9 +109,20 @@ absl::Status ExecutorPool::Launch(Executor& executor) {
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
+  // Its stdout and stderr go to hrxd's log only through the pump (escaped,
+  // cut, rate-limited, named).
+  int output[2] = {-1, -1};
+  if (pipe2(output, O_CLOEXEC) != 0) {
+    close(ends[0]);
+    close(ends[1]);
+    return ExecutorLostStatus(
+        name, absl::StrCat("could not start: pipe2: ", std::strerror(errno)));
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, ends[1], kExecutorSocketFd);
+  posix_spawn_file_actions_adddup2(&actions, output[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, output[1], STDERR_FILENO);
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   sigset_t none;
@@ -120,15 +138,15 @@ absl::Status ExecutorPool::Launch(Executor& executor) {
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   close(ends[1]);
+  close(output[1]);
+  log_pump_->Add(name, shared::UniqueFd(output[0]));
   if (spawned != 0) {
     close(ends[0]);
     return ExecutorLostStatus(
-        executor.name,
-        absl::StrCat("could not start: ", std::strerror(spawned)));
+        name, absl::StrCat("could not start: ", std::strerror(spawned)));
   }
   // Asked when the socket ends: the process is reaped (killed first, in case
   // only its socket went) and its end described.
-  const std::string name = executor.name;
   ExecutorLink::Cause cause = [pid, name]() {
     kill(pid, SIGKILL);
     int status = 0;
@@ -140,13 +158,11 @@ absl::Status ExecutorPool::Launch(Executor& executor) {
   // the number, which the kernel may have given to another process by then.
   auto pidfd = std::make_shared<const shared::UniqueFd>(
       static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
-  auto link = ExecutorLink::Open(shared::UniqueFd(ends[0]), executor.name,
+  auto link = ExecutorLink::Open(shared::UniqueFd(ends[0]), name,
                                  options_.call_limit, std::move(cause));
   if (!link.ok()) return link.status();
-  executor.pid = pid;
-  executor.pidfd = std::move(pidfd);
-  executor.backend = std::make_shared<RemoteBackend>(*std::move(link));
-  return absl::OkStatus();
+  return Launched{pid, std::move(pidfd),
+                  std::make_shared<RemoteBackend>(*std::move(link))};
 }
 
 absl::StatusOr<std::shared_ptr<backend::Backend>> ExecutorPool::For(
@@ -155,9 +171,16 @@ absl::StatusOr<std::shared_ptr<backend::Backend>> ExecutorPool::For(
   const std::string key = own ? tenant.name() : kSharedKey;
   const std::string name = own ? tenant.name() : kShared;
   absl::MutexLock lock(&mu_);
-  Executor& executor = executors_[key];
+  Executor& executor = executors_[key];  // never erased: stays valid
   executor.name = name;
-  if (executor.backend == nullptr) {
+  while (executor.backend == nullptr) {
+    if (executor.launching) {
+      // Another call is starting it: wait for that one, without holding
+      // anyone else's call up (mu_ is free meanwhile).
+      auto started = [&executor]() { return !executor.launching; };
+      mu_.Await(absl::Condition(&started));
+      continue;
+    }
     const absl::Time now = absl::Now();
     if (now < executor.retry_at) {
       return Refusal(
@@ -167,14 +190,28 @@ absl::StatusOr<std::shared_ptr<backend::Backend>> ExecutorPool::For(
                           name, absl::FormatDuration(executor.retry_at - now),
                           executor.last_loss));
     }
-    if (absl::Status launched = Launch(executor); !launched.ok()) {
-      executor.last_loss = std::string(launched.message());
+    // Started unlocked: it may take up to the call limit to say hello, and
+    // other tenants' executors are none of its business.
+    executor.launching = true;
+    mu_.Unlock();
+    auto launched = Launch(name);
+    mu_.Lock();
+    executor.launching = false;
+    if (!launched.ok()) {
+      executor.last_loss = std::string(launched.status().message());
       executor.retry_at = now + options_.first_backoff;
-      return launched;
+      return launched.status();
     }
+    Install(executor, *std::move(launched));
   }
   executor.tenants.insert(tenant.name());
   return executor.backend;
+}
+
+void ExecutorPool::Install(Executor& executor, Launched launched) {
+  executor.pid = launched.pid;
+  executor.pidfd = std::move(launched.pidfd);
+  executor.backend = std::move(launched.backend);
 }
 
 void ExecutorPool::Lost(const std::string& name, ExecutorLink* link,
@@ -229,6 +266,24 @@ void ExecutorPool::Retire(const daemon::Tenant& tenant) {
   KillExecutor(*pidfd);
 }
 
+void ExecutorPool::Abort(const daemon::Tenant& tenant, const std::string& why) {
+  if (!tenant.own_executor()) return;
+  std::shared_ptr<ExecutorLink> link;
+  std::shared_ptr<const shared::UniqueFd> pidfd;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = executors_.find(tenant.name());
+    if (it == executors_.end() || it->second.backend == nullptr) return;
+    link = it->second.backend->link();
+    pidfd = it->second.pidfd;
+  }
+  // As the watchdog's kill, reported at once (its listing says why before
+  // the eviction that asked for it returns).
+  link->Lose(ExecutorLostStatus(tenant.name(), why));
+  KillExecutor(*pidfd);
+  Lost(tenant.name(), link.get(), link->lost());
+}
+
 void ExecutorPool::Watch() {
   while (true) {
     std::vector<std::pair<std::string, std::shared_ptr<ExecutorLink>>> links;
@@ -258,6 +313,15 @@ void ExecutorPool::Watch() {
                             absl::FormatDuration(options_.watchdog))));
         KillExecutor(*pidfds[i]);
       }
+      if (link->lost().ok() && link->Unresponsive(now, HangLimit())) {
+        link->Lose(ExecutorLostStatus(
+            link->tenant(),
+            absl::StrFormat("did not answer hrxd's ping within %s (stopped, "
+                            "or its main thread stuck) and was killed",
+                            absl::FormatDuration(HangLimit()))));
+        KillExecutor(*pidfds[i]);
+      }
+      if (link->lost().ok()) link->Ping(now, kPingInterval);
       if (!link->lost().ok()) {
         // Lost by a call that timed out (a hang) or a broken frame: make sure
         // the process is gone too; its reader reaps it.

@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -25,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/core/device_set.h"
+#include "daemon/executor/executor_log.h"
 #include "daemon/executor/remote_backend.h"
 #include "shared/unique_fd.h"
 
@@ -43,10 +45,19 @@ struct ExecutorOptions {
   absl::Duration watchdog = absl::Seconds(kDefaultWatchdogSeconds);
   // A call (allocate, load a kernel) the executor must answer within.
   absl::Duration call_limit = absl::Seconds(kDefaultWatchdogSeconds);
+  // A ping the executor must answer within (stopped, or its main thread
+  // stuck, past it): see kPingInterval.
+  absl::Duration hang_limit = absl::Seconds(kDefaultHangSeconds);
   absl::Duration first_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(10);
   static constexpr int64_t kDefaultWatchdogSeconds = 30;
+  static constexpr int64_t kDefaultHangSeconds = 10;
 };
+
+// How often the watchdog pings each executor; one that does not answer
+// within ExecutorOptions::hang_limit (--executor_hang_ms) is frozen and is
+// killed, so a stopped executor holds its tenant's calls at most that long.
+inline constexpr absl::Duration kPingInterval = absl::Milliseconds(250);
 
 class ExecutorPool final : public daemon::DeviceSet {
  public:
@@ -73,6 +84,7 @@ class ExecutorPool final : public daemon::DeviceSet {
   // not running, with why (it starts again if a tenant of that name ever
   // needs it).
   void Retire(const daemon::Tenant& tenant) override;
+  void Abort(const daemon::Tenant& tenant, const std::string& why) override;
 
  private:
   struct Executor {
@@ -90,6 +102,8 @@ class ExecutorPool final : public daemon::DeviceSet {
     int failures_in_a_row = 0;
     absl::Time retry_at = absl::InfinitePast();
     std::string last_loss;
+    // A call is starting it (unlocked); others wait for that one.
+    bool launching = false;
   };
   // The shared executor's name in logs and listings, and its key in
   // executors_: a key no tenant name can be (names are never empty), so a
@@ -98,13 +112,26 @@ class ExecutorPool final : public daemon::DeviceSet {
   static constexpr char kSharedKey[] = "";
 
   explicit ExecutorPool(const ExecutorOptions& options) : options_(options) {}
-  // Starts `executor`'s process and connects to it.
-  absl::Status Launch(Executor& executor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct Launched {
+    pid_t pid = 0;
+    std::shared_ptr<const shared::UniqueFd> pidfd;
+    std::shared_ptr<RemoteBackend> backend;
+  };
+  // Starts the executor called `name` and connects to it: waits up to the
+  // call limit for its hello, so never under mu_.
+  absl::StatusOr<Launched> Launch(const std::string& name) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  static void Install(Executor& executor, Launched launched);
   // The link of `name`'s current life ended with `why`.
   void Lost(const std::string& name, ExecutorLink* link, absl::Status why);
   void Watch();
+  absl::Duration HangLimit() const {
+    return std::min(options_.watchdog, options_.hang_limit);
+  }
 
   const ExecutorOptions options_;
+  // Every executor's stdout and stderr (set once, by Start).
+  std::unique_ptr<ExecutorLogPump> log_pump_;
   backend::DeviceProperties properties_;
   mutable absl::Mutex mu_;
   std::map<std::string, Executor> executors_ ABSL_GUARDED_BY(mu_);

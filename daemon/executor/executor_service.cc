@@ -166,6 +166,8 @@ void ExecutorService::Handle(const Request& request) {
       if (!enqueued.ok()) Reply(request.id(), enqueued);
       return;
     }
+    case Request::kPing:
+      return Reply(request.id(), absl::OkStatus());
     case Request::OP_NOT_SET:
       return Reply(request.id(), Unknown("operation", 0));
   }

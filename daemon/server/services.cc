@@ -671,14 +671,16 @@ grpc::ServerUnaryReactor* AdminService::EvictSession(
     return Finish(core_, context, allowed);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  core_.CloseSession(request->id(),
-                     [reactor, response](absl::StatusOr<CloseSummary> summary) {
-                       if (summary.ok()) {
-                         response->set_freed_buffers(summary->freed_buffers);
-                         response->set_freed_streams(summary->freed_streams);
-                       }
-                       reactor->Finish(ToGrpcStatus(summary.status()));
-                     });
+  core_.CloseSession(
+      request->id(),
+      [reactor, response](absl::StatusOr<CloseSummary> summary) {
+        if (summary.ok()) {
+          response->set_freed_buffers(summary->freed_buffers);
+          response->set_freed_streams(summary->freed_streams);
+        }
+        reactor->Finish(ToGrpcStatus(summary.status()));
+      },
+      Core::CloseCause::kEviction);
   return reactor;
 }
 
