@@ -52,7 +52,12 @@ ABSL_FLAG(bool, executors, true,
           "run tenants' device work in sandboxed executor processes (off: "
           "inside hrxd, kernels included)");
 ABSL_FLAG(std::string, executor_user, "nobody",
-          "the user executors run as when hrxd runs as root");
+          "the user executors run as when hrxd runs as root and "
+          "--executor_uid_base is 0");
+ABSL_FLAG(uint32_t, executor_uid_base, 2147352576,
+          "when hrxd runs as root, each executor runs as a uid (and gid) of "
+          "its own from this one up (65536 of them); 0: all as "
+          "--executor_user");
 ABSL_FLAG(int64_t, executor_watchdog_ms, 30000,
           "an executor whose work makes no progress this long is killed");
 ABSL_FLAG(int64_t, executor_hang_ms, 10000,
@@ -106,6 +111,7 @@ int main(int argc, char** argv) {
   options.metrics_tenants = absl::GetFlag(FLAGS_metrics_tenants);
   options.executors = absl::GetFlag(FLAGS_executors);
   options.executor_user = absl::GetFlag(FLAGS_executor_user);
+  options.executor_uid_base = absl::GetFlag(FLAGS_executor_uid_base);
   options.executor_watchdog_ms = absl::GetFlag(FLAGS_executor_watchdog_ms);
   options.executor_hang_ms = absl::GetFlag(FLAGS_executor_hang_ms);
   options.tenant_socket_dir = absl::GetFlag(FLAGS_tenant_socket_dir);

@@ -191,13 +191,18 @@ absl::StatusOr<std::unique_ptr<DeviceSet>> OpenDevices(
     executors.uid = user->pw_uid;
     executors.gid = user->pw_gid;
     executors.groups = DeviceGroups();
+    executors.uid_base = options.executor_uid_base;
   }
   HRX_ASSIGN_OR_RETURN(std::unique_ptr<executor::ExecutorPool> pool,
                        executor::ExecutorPool::Start(executors));
   log->info(
       "executors: tenants' device work runs in sandboxed processes "
       "(user {}, watchdog {} ms)",
-      geteuid() == 0 ? options.executor_user : "hrxd's own",
+      geteuid() != 0 ? std::string("hrxd's own")
+      : options.executor_uid_base != 0
+          ? absl::StrFormat("a uid of its own from %u",
+                            options.executor_uid_base)
+          : options.executor_user,
       options.executor_watchdog_ms);
   return std::unique_ptr<DeviceSet>(std::move(pool));
 }

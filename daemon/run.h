@@ -37,6 +37,8 @@ struct DaemonOptions {
   // it runs inside hrxd (kernels included).
   bool executors = true;
   std::string executor_user = "nobody";  // when hrxd runs as root
+  // First of the uids executors get one each of (hrxd as root; 0: none).
+  uint32_t executor_uid_base = 2147352576;
   int64_t executor_watchdog_ms = 30000;  // no progress this long: killed
   int64_t executor_hang_ms = 10000;      // no ping answer this long: killed
   // Where socket-bound tenants' directories go; empty: "tenants" beside the

@@ -3,10 +3,13 @@
 // another executor's memory, a ptrace hold and the network; every attempt
 // is refused, and it runs as an unprivileged user.
 #include <errno.h>
+#include <sys/stat.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -195,6 +198,99 @@ TEST_F(IsolationTest, TenantOutputReachesTheLogEscapedBoundedAndNamed) {
   EXPECT_FALSE(has("\x1b"));
   EXPECT_TRUE(has("lines dropped: at most 10 a second"));
   EXPECT_LT(log.size(), size_t{1} << 20);
+}
+
+TEST_F(IsolationTest, AKernelReachesNoFileOfHrxdsOrAnyoneElses) {
+  Subprocess bystander = StartBystander(/*rounds=*/4);
+  auto attacker = Connect();
+  ASSERT_THAT(attacker.status(), IsOk());
+  // hrxd's config (world-readable here) and its socket, by path.
+  const std::string paths = dir_ + "/hrxd.conf" + std::string(1, '\0') +
+                            daemon_->socket_path() + std::string(1, '\0');
+  auto in = attacker->stream->Allocate(paths.size());
+  ASSERT_THAT(in.status(), IsOk());
+  ASSERT_THAT(
+      attacker->stream->UploadBlocking(
+          in->Binding(),
+          {reinterpret_cast<const uint8_t*>(paths.data()), paths.size()}),
+      IsOk());
+  auto out = attacker->stream->Allocate(24);
+  ASSERT_THAT(out.status(), IsOk());
+  auto loaded = attacker->stream->LoadKernelFile(KernelPath("files"), "files");
+  ASSERT_THAT(loaded.status(), IsOk());
+  const View bindings[] = {in->Binding(), out->Binding()};
+  ASSERT_THAT(attacker->stream->Dispatch(*loaded, {1, 1, 1}, {1, 1, 1},
+                                         Constants(), bindings),
+              IsOk());
+  std::vector<uint8_t> bytes(24);
+  ASSERT_THAT(attacker->stream->ReadBlocking(out->Binding(), bytes), IsOk());
+  const char* kNames[] = {"open /etc/passwd", "open hrxd's config",
+                          "create a file in /tmp", "unlink hrxd's socket",
+                          "open /dev/shm"};
+  for (int i = 0; i < 5; ++i) {
+    uint32_t error = 0;
+    std::memcpy(&error, bytes.data() + 4 * i, 4);
+    EXPECT_TRUE(error == EACCES || error == EPERM)
+        << kNames[i] << ": the kernel got errno " << error
+        << " (0: it succeeded)";
+  }
+  uint32_t library = 1;
+  std::memcpy(&library, bytes.data() + 20, 4);
+  EXPECT_EQ(library, 0u) << "reading under /usr should work: errno " << library;
+  struct stat info {};
+  EXPECT_EQ(stat(daemon_->socket_path().c_str(), &info), 0)
+      << "hrxd's socket is gone";
+  ExpectBystanderUnharmed(bystander);
+}
+
+// The uid and its limits in /proc/PID/status.
+std::string StatusLine(pid_t pid, const std::string& key) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(key + ":", 0) == 0) return line;
+  }
+  return "";
+}
+
+uid_t RealUid(pid_t pid) {
+  // "Uid:\treal\teffective\tsaved\tfs"
+  const std::string line = StatusLine(pid, "Uid");
+  return static_cast<uid_t>(std::strtoul(line.c_str() + 4, nullptr, 10));
+}
+
+TEST_F(IsolationTest, EachExecutorRunsAsAUidOfItsOwn) {
+  Subprocess bystander = StartBystander(/*rounds=*/2);
+  ExpectBystanderUnharmed(bystander);
+  const pid_t daemon = daemon_->process().pid();
+  const pid_t shared = ExecutorPid(daemon, "shared");
+  const pid_t own = ExecutorPid(daemon, "ops");
+  ASSERT_GT(shared, 0);
+  ASSERT_GT(own, 0);
+  const uid_t shared_uid = RealUid(shared), own_uid = RealUid(own);
+  constexpr uid_t kBase = 2147352576;  // --executor_uid_base's default
+  EXPECT_GE(shared_uid, kBase);
+  EXPECT_GE(own_uid, kBase);
+  EXPECT_NE(shared_uid, own_uid) << "two executors share a uid";
+  // Its process limit is its own: threads only (it cannot fork).
+  std::ifstream limits(absl::StrCat("/proc/", own, "/limits"));
+  std::string text((std::istreambuf_iterator<char>(limits)),
+                   std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, ::testing::ContainsRegex("Max processes +1024 +1024"));
+  // A restarted executor keeps its tenant's uid; another tenant never gets
+  // it (checked above: distinct).
+  auto attacker = Connect();
+  ASSERT_THAT(attacker.status(), IsOk());
+  auto out = attacker->stream->Allocate(4096);
+  ASSERT_THAT(out.status(), IsOk());
+  Constants mode;
+  ASSERT_THAT(mode.Push(uint32_t{0}), IsOk());
+  EXPECT_FALSE(Run(*attacker, "crash", mode, *out).ok());
+  auto again = Connect();
+  ASSERT_THAT(again.status(), IsOk());
+  const pid_t restarted = ExecutorPid(daemon, "ops");
+  ASSERT_GT(restarted, 0);
+  EXPECT_EQ(RealUid(restarted), own_uid);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "daemon/backend/factory.h"
 #include "daemon/executor/executor_service.h"
+#include "daemon/executor/filesystem_policy.h"
 #include "daemon/executor/sandbox.h"
 #include "daemon/logging.h"
 
@@ -39,6 +40,7 @@ int RunExecutor(int argc, char** argv) {
   sandbox.parent = static_cast<pid_t>(Number(argc, argv, "parent"));
   sandbox.uid = static_cast<uid_t>(Number(argc, argv, "uid"));
   sandbox.gid = static_cast<gid_t>(Number(argc, argv, "gid"));
+  sandbox.own_uid = Number(argc, argv, "own_uid") != 0;
   for (absl::string_view group :
        absl::StrSplit(Flag(argc, argv, "groups"), ',', absl::SkipEmpty())) {
     gid_t gid = 0;
@@ -61,6 +63,19 @@ int RunExecutor(int argc, char** argv) {
     std::fprintf(stderr, "hrxd executor (%s): %s\n", tenant.c_str(),
                  std::string(opened.status().message()).c_str());
     return 3;
+  }
+  // Files next (the ruleset's calls are not in the system call allowlist),
+  // after the backend has opened what it needs.
+  auto confined = RestrictFilesystem();
+  if (!confined.ok()) {
+    std::fprintf(stderr, "hrxd executor (%s): %s\n", tenant.c_str(),
+                 std::string(confined.status().message()).c_str());
+    return 3;
+  }
+  if (*confined == 0) {
+    log->warn(
+        "no Landlock in this kernel: the executor's files are guarded by its "
+        "uid only");
   }
   if (absl::Status restricted = RestrictSystemCalls(); !restricted.ok()) {
     std::fprintf(stderr, "hrxd executor (%s): %s\n", tenant.c_str(),

@@ -63,7 +63,9 @@ absl::StatusOr<std::unique_ptr<ExecutorPool>> ExecutorPool::Start(
     absl::MutexLock lock(&pool->mu_);
     Executor& shared = pool->executors_[kSharedKey];
     shared.name = kShared;
-    auto launched = pool->Launch(shared.name);
+    auto slot = pool->SlotOf(shared);
+    if (!slot.ok()) return slot.status();
+    auto launched = pool->Launch(shared.name, *slot);
     if (!launched.ok()) return launched.status();
     Install(shared, *std::move(launched));
     pool->properties_ = shared.backend->properties();
@@ -85,8 +87,27 @@ ExecutorPool::~ExecutorPool() {
   }
 }
 
+absl::StatusOr<uint32_t> ExecutorPool::SlotOf(Executor& executor) {
+  if (executor.slot != kNoSlot) return executor.slot;
+  if (next_slot_ >= ExecutorOptions::kUidSlots) {
+    return Refusal(
+        Reason::kExecutorLost,
+        absl::StrFormat("the executor of \"%s\" could not start: hrxd has "
+                        "given all %u executor uids from %u out. Fix: restart "
+                        "hrxd (uids are given per executor name for its life).",
+                        executor.name, ExecutorOptions::kUidSlots,
+                        options_.uid_base));
+  }
+  executor.slot = next_slot_++;
+  return executor.slot;
+}
+
 absl::StatusOr<ExecutorPool::Launched> ExecutorPool::Launch(
-    const std::string& name) const {
+    const std::string& name, uint32_t slot) const {
+  // Its own uid and gid where hrxd can give one, else the executor user's.
+  const bool own_uid = options_.uid_base != 0 && options_.uid != 0;
+  const uid_t uid = own_uid ? options_.uid_base + slot : options_.uid;
+  const gid_t gid = own_uid ? options_.uid_base + slot : options_.gid;
   int ends[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
     return ExecutorLostStatus(
@@ -101,8 +122,9 @@ absl::StatusOr<ExecutorPool::Launched> ExecutorPool::Launch(
       absl::StrCat("--cpu_memory_bytes=", options_.cpu_memory_bytes),
       absl::StrCat("--gpu_device=", options_.gpu_device),
       "--log_level=" + options_.log_level,
-      absl::StrCat("--uid=", options_.uid),
-      absl::StrCat("--gid=", options_.gid),
+      absl::StrCat("--uid=", uid),
+      absl::StrCat("--gid=", gid),
+      absl::StrCat("--own_uid=", own_uid ? 1 : 0),
       "--groups=" + absl::StrJoin(options_.groups, ","),
       absl::StrCat("--parent=", getpid()),
   };
@@ -192,9 +214,11 @@ absl::StatusOr<std::shared_ptr<backend::Backend>> ExecutorPool::For(
     }
     // Started unlocked: it may take up to the call limit to say hello, and
     // other tenants' executors are none of its business.
+    auto slot = SlotOf(executor);
+    if (!slot.ok()) return slot.status();
     executor.launching = true;
     mu_.Unlock();
-    auto launched = Launch(name);
+    auto launched = Launch(name, *slot);
     mu_.Lock();
     executor.launching = false;
     if (!launched.ok()) {

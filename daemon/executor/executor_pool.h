@@ -41,6 +41,12 @@ struct ExecutorOptions {
   uid_t uid = 65534;
   gid_t gid = 65534;
   std::vector<gid_t> groups;  // e.g. the render group of /dev/kfd
+  // When hrxd is root and this is not 0: each executor runs as uid (and
+  // gid) uid_base + its slot, one slot per executor name for hrxd's life,
+  // so no two executors share a uid (or its process limit), and none has
+  // hrxd's. uid/gid above are then unused.
+  uid_t uid_base = 0;
+  static constexpr uint32_t kUidSlots = 65536;
   // Work outstanding this long without progress is a hang.
   absl::Duration watchdog = absl::Seconds(kDefaultWatchdogSeconds);
   // A call (allocate, load a kernel) the executor must answer within.
@@ -104,6 +110,8 @@ class ExecutorPool final : public daemon::DeviceSet {
     std::string last_loss;
     // A call is starting it (unlocked); others wait for that one.
     bool launching = false;
+    // Its uid's offset from uid_base (kNoSlot until it first starts).
+    uint32_t slot = kNoSlot;
   };
   // The shared executor's name in logs and listings, and its key in
   // executors_: a key no tenant name can be (names are never empty), so a
@@ -112,6 +120,7 @@ class ExecutorPool final : public daemon::DeviceSet {
   static constexpr char kSharedKey[] = "";
 
   explicit ExecutorPool(const ExecutorOptions& options) : options_(options) {}
+  static constexpr uint32_t kNoSlot = ~uint32_t{0};
   struct Launched {
     pid_t pid = 0;
     std::shared_ptr<const shared::UniqueFd> pidfd;
@@ -119,8 +128,12 @@ class ExecutorPool final : public daemon::DeviceSet {
   };
   // Starts the executor called `name` and connects to it: waits up to the
   // call limit for its hello, so never under mu_.
-  absl::StatusOr<Launched> Launch(const std::string& name) const
+  absl::StatusOr<Launched> Launch(const std::string& name, uint32_t slot) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // `executor`'s slot, given on first use; RESOURCE_EXHAUSTED past
+  // kUidSlots executors in hrxd's life.
+  absl::StatusOr<uint32_t> SlotOf(Executor& executor)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void Install(Executor& executor, Launched launched);
   // The link of `name`'s current life ended with `why`.
   void Lost(const std::string& name, ExecutorLink* link, absl::Status why);
@@ -137,6 +150,7 @@ class ExecutorPool final : public daemon::DeviceSet {
   std::map<std::string, Executor> executors_ ABSL_GUARDED_BY(mu_);
   LostCallback lost_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint32_t next_slot_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread watchdog_;
 };
 

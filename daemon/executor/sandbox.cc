@@ -67,6 +67,12 @@ absl::Status EnterSandbox(const SandboxOptions& options) {
       return Failed("setresuid");
     }
   }
+  // The process limit counts every task of the uid, so it is set only
+  // where the uid is this executor's alone (lowering needs no privilege).
+  if (options.own_uid) {
+    const rlimit threads{kExecutorMaxThreads, kExecutorMaxThreads};
+    if (setrlimit(RLIMIT_NPROC, &threads) != 0) return Failed("RLIMIT_NPROC");
+  }
   // hrxd's death ends the executor: nothing of a tenant outlives it. Armed
   // after the credentials change, which would clear it.
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return Failed("PR_SET_PDEATHSIG");

@@ -6,6 +6,7 @@
 #ifndef HRX_DAEMON_EXECUTOR_SANDBOX_H_
 #define HRX_DAEMON_EXECUTOR_SANDBOX_H_
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <vector>
@@ -21,7 +22,13 @@ struct SandboxOptions {
   uid_t uid = 0;
   gid_t gid = 0;
   std::vector<gid_t> groups;  // supplementary groups (device node access)
+  // The uid is this executor's alone: its process limit (threads; it can
+  // make no processes) is then its own, kExecutorMaxThreads.
+  bool own_uid = false;
 };
+
+// Threads (tasks) an executor with a uid of its own may run.
+inline constexpr rlim_t kExecutorMaxThreads = 1024;
 
 // Before the backend opens: closes other descriptors, dies with hrxd,
 // switches user, forbids new privileges and inspection.
