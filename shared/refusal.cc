@@ -301,6 +301,8 @@ constexpr ReasonInfo kReasons[] = {
      Origin::kDaemon},
     {Reason::kSocketDirShared, "socket_dir_shared",
      absl::StatusCode::kFailedPrecondition, Origin::kStartup},
+    {Reason::kTooManyRings, "too_many_rings",
+     absl::StatusCode::kResourceExhausted, Origin::kDaemon},
 };
 
 constexpr bool InEnumOrder() {

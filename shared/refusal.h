@@ -164,6 +164,7 @@ enum class Reason : uint16_t {
   kTenantRemoved,
   kTenantBusy,
   kSocketDirShared,
+  kTooManyRings,
 };
 
 enum class Origin : uint8_t {

@@ -160,6 +160,32 @@ TEST_F(RingTest, LibhrxStreamsRunOnTheRingUnlessTheTransportIsGrpc) {
   ExpectBystanderIntact(0x5a);
 }
 
+TEST_F(RingTest, ATenantsRingsAreBoundedAndThePastOneIsRefusedWithWhy) {
+  // Each ring is a serving thread of hrxd's: a tenant has at most 64.
+  RawSession raw(daemon_->socket_path());
+  ASSERT_THAT(raw.open_status, IsOk());
+  const size_t fixture_rings = ProcessMapsRing() ? 1 : 0;
+  std::vector<std::unique_ptr<RawRing>> rings;
+  absl::Status refused;
+  for (int i = 0; i < 70 && refused.ok(); ++i) {
+    auto ring = std::make_unique<RawRing>(raw);
+    refused = ring->status();
+    if (refused.ok()) rings.push_back(std::move(ring));
+  }
+  EXPECT_EQ(rings.size() + fixture_rings, 64u);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_THAT(refused.message(),
+              ::testing::AllOf(HasSubstr("too_many_rings"),
+                               HasSubstr("(at most 64)"), HasSubstr("Fix:")));
+  // The tenant's own streams still open (libhrx falls back to a call) and
+  // the bystander's bytes are intact.
+  if (std::getenv("HRX_TRANSPORT") == nullptr) {
+    auto more = device_->CreateStream();
+    EXPECT_THAT(more.status(), IsOk());
+  }
+  ExpectBystanderIntact(0x3c);
+}
+
 TEST_F(RingTest, ARingCarriesTheSameRefusalsAsTheCall) {
   RawSession raw(daemon_->socket_path());
   ASSERT_THAT(raw.open_status, IsOk());

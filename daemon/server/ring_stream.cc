@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_format.h"
 #include "daemon/server/wire_shape.h"
 #include "shared/refusal.h"
@@ -70,6 +71,9 @@ absl::StatusOr<OpenedRing> RingRegistry::Open(const Caller& caller,
         "client, or another PID namespace), so no region can be handed to "
         "it. Fix: use Streams.Open (libhrx does so by itself).");
   }
+  auto session = core_.sessions().Find(caller.session());
+  if (!session.ok()) return session.status();
+  const std::string tenant = (*session)->tenant->name();
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) {
@@ -77,7 +81,30 @@ absl::StatusOr<OpenedRing> RingRegistry::Open(const Caller& caller,
                      "open ring: hrxd is stopping. Fix: reconnect once it "
                      "has restarted.");
     }
+    // Counted now (each ring is a thread of hrxd's); given back by Ended,
+    // or below if the ring does not start.
+    const size_t mine = per_tenant_[tenant];
+    if (mine >= kMaxRingsPerTenant || rings_.size() + reserved_ >= kMaxRings) {
+      return Refusal(
+          Reason::kTooManyRings,
+          absl::StrFormat(
+              "open ring: tenant \"%s\" has %u rings open (at most %u), "
+              "hrxd %u (at most %u); each is a thread of hrxd's. Fix: close "
+              "streams, or open this one as a call (Streams.Open; libhrx "
+              "does so by itself).",
+              tenant, mine, kMaxRingsPerTenant, rings_.size() + reserved_,
+              kMaxRings));
+    }
+    ++per_tenant_[tenant];
+    ++reserved_;
   }
+  // Whatever happens below, the reservation becomes a ring or goes.
+  bool started_ring = false;
+  absl::Cleanup unreserve = [&] {
+    absl::MutexLock lock(&mu_);
+    --reserved_;
+    if (!started_ring && --per_tenant_[tenant] == 0) per_tenant_.erase(tenant);
+  };
   const uint64_t bytes = shared::RingRegionBytes(shared::kRingSubmitBytes,
                                                  shared::kRingCompleteBytes);
   HRX_ASSIGN_OR_RETURN(ChargeRef charge,
@@ -86,8 +113,9 @@ absl::StatusOr<OpenedRing> RingRegistry::Open(const Caller& caller,
   HRX_ASSIGN_OR_RETURN(Mapped mapped, MapRegion(bytes));
   shared::InitRingRegion(mapped.base, shared::kRingSubmitBytes,
                          shared::kRingCompleteBytes);
-  std::unique_ptr<RingStream> ring(new RingStream(
-      core_, *this, RingStream::Region{mapped.base, bytes}, std::move(charge)));
+  std::unique_ptr<RingStream> ring(
+      new RingStream(core_, *this, RingStream::Region{mapped.base, bytes},
+                     std::move(charge), tenant));
   HRX_ASSIGN_OR_RETURN(StreamInfo stream,
                        core_.commands().CreateStream(caller.session()));
   absl::StatusOr<std::string> ticket =
@@ -103,6 +131,7 @@ absl::StatusOr<OpenedRing> RingRegistry::Open(const Caller& caller,
     // StopAll may have run since the check above: this ring stops too.
     if (shutting_down_) started->StopForShutdown();
     rings_.emplace(started, std::move(ring));
+    started_ring = true;
   }
   started->Run(caller, stream.handle);
   return OpenedRing{stream.handle, stream.queue, *std::move(ticket), bytes};
@@ -139,6 +168,7 @@ void RingRegistry::Ended(RingStream* ring) {
   if (it == rings_.end()) return;
   ended = std::move(it->second);
   rings_.erase(it);
+  if (--per_tenant_[ring->tenant_] == 0) per_tenant_.erase(ring->tenant_);
   // `ended` is destroyed here, under the lock, so Shutdown's Await sees
   // the ring gone only once it is.
 }
@@ -146,11 +176,12 @@ void RingRegistry::Ended(RingStream* ring) {
 // --- RingStream -------------------------------------------------------------
 
 RingStream::RingStream(Core& core, RingRegistry& registry, Region region,
-                       ChargeRef charge)
+                       ChargeRef charge, std::string tenant)
     : StreamConversation(core),
       registry_(registry),
       region_(std::move(region)),
       charge_(std::move(charge)),
+      tenant_(std::move(tenant)),
       // hrxd wrote the header: its own copy of the layout is trusted.
       reader_(shared::SubmitReader(region_.base), shared::kMaxRingMessageBytes),
       writer_(shared::CompleteWriter(region_.base)) {}

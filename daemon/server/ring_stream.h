@@ -68,6 +68,13 @@ class RingStream;
 
 // The rings of one daemon: opens them, and ends them all at shutdown.
 // Thread-safe.
+// Rings (each a serving thread in hrxd) a tenant may have open at once,
+// and all tenants together: past either, OpenRing is refused with
+// RESOURCE_EXHAUSTED "too_many_rings" (libhrx then opens the stream as a
+// gRPC call, which costs hrxd no thread of its own).
+inline constexpr size_t kMaxRingsPerTenant = 64;
+inline constexpr size_t kMaxRings = 1024;
+
 class RingRegistry {
  public:
   explicit RingRegistry(Core& core) : core_(core) {}
@@ -101,6 +108,10 @@ class RingRegistry {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<RingStream*, std::unique_ptr<RingStream>> rings_
       ABSL_GUARDED_BY(mu_);
+  // Open rings by tenant, for kMaxRingsPerTenant (those being opened
+  // included), and rings being opened, not yet in rings_.
+  absl::flat_hash_map<std::string, size_t> per_tenant_ ABSL_GUARDED_BY(mu_);
+  size_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
@@ -116,7 +127,7 @@ class RingStream final : public StreamConversation {
   };
 
   RingStream(Core& core, RingRegistry& registry, Region region,
-             ChargeRef charge);
+             ChargeRef charge, std::string tenant);
   shared::RingHeader& header() {
     return *static_cast<shared::RingHeader*>(region_.base);
   }
@@ -144,7 +155,8 @@ class RingStream final : public StreamConversation {
 
   RingRegistry& registry_;
   Region region_;
-  const ChargeRef charge_;  // the region's shared_bytes
+  const ChargeRef charge_;    // the region's shared_bytes
+  const std::string tenant_;  // whose ring it is (the registry's count)
   std::thread thread_;
 
   // Set by the conversation, served by the thread.
