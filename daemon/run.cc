@@ -192,6 +192,23 @@ absl::StatusOr<std::unique_ptr<DeviceSet>> OpenDevices(
     executors.gid = user->pw_gid;
     executors.groups = DeviceGroups();
     executors.uid_base = options.executor_uid_base;
+    // The whole range must be real, unprivileged uids: never 0, never
+    // (uid_t)-1 (which setresuid takes as "unchanged"), never past it.
+    const uint64_t last = uint64_t{options.executor_uid_base} +
+                          executor::ExecutorOptions::kUidSlots - 1;
+    if (options.executor_uid_base != 0 &&
+        last >= uint64_t{static_cast<uid_t>(-1)}) {
+      return Refusal(
+          Reason::kExecutorLost,
+          absl::StrFormat("--executor_uid_base=%u: its %u uids would reach "
+                          "%u, past the largest uid %u. Fix: pass a base of "
+                          "at most %u (or 0 for --executor_user).",
+                          options.executor_uid_base,
+                          executor::ExecutorOptions::kUidSlots, last,
+                          static_cast<uid_t>(-1) - 1,
+                          static_cast<uid_t>(-1) - 1 -
+                              (executor::ExecutorOptions::kUidSlots - 1)));
+    }
   }
   HRX_ASSIGN_OR_RETURN(std::unique_ptr<executor::ExecutorPool> pool,
                        executor::ExecutorPool::Start(executors));
@@ -239,6 +256,9 @@ absl::Status Run(const DaemonOptions& options) {
   const sigset_t signals = HandledSignals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // SIGIO's default ends the process; hrxd asks for none, so one can only
+  // come from a process that named hrxd the owner of its descriptor.
+  signal(SIGIO, SIG_IGN);
 
   HRX_RETURN_IF_ERROR(InitLogging(options.log_level));
   auto log = Logger("daemon");

@@ -84,8 +84,9 @@ class HostileTest : public ::testing::Test {
     ASSERT_EQ(geteuid(), 0u) << "the suite switches uids and must run as root";
     dir_ = MakeShortTempDir();
     std::ofstream(dir_ + "/hrxd.conf") << kConfig;
+    // Info: executors' output (a constructor's line) reaches the log.
     std::vector<std::string> flags = {"--config=" + dir_ + "/hrxd.conf",
-                                      "--socket_mode=0666"};
+                                      "--socket_mode=0666", "--log-level=info"};
     for (const std::string& flag : ExtraFlags()) flags.push_back(flag);
     auto daemon = TestDaemon::Start(flags, dir_);
     ASSERT_THAT(daemon.status(), IsOk());
@@ -260,14 +261,26 @@ TEST_F(HostileTest, KernelCodeNeverRunsForATenantWithoutThePermission) {
   }
   ExpectBystanderUnharmed("after refused loads");
   // The check is what stops it: a permitted tenant's load does run it, in
-  // the tenant's own executor.
+  // the tenant's own executor (which says so on its stderr, in hrxd's log:
+  // its Landlock refuses the file).
   const RunResult permitted = AttackToCompletion(kMallory, "kernel", {object});
   EXPECT_THAT(permitted.out, HasSubstr("bad_kernel"))
       << permitted.out << permitted.err;
-  EXPECT_EQ(stat(marker(executor).c_str(), &info), 0) << permitted.out;
+  const std::string ran = absl::StrCat("hrx-ctor-ran-", executor);
+  bool said = false;
+  for (int i = 0; i < 250 && !said; ++i) {
+    said = daemon_->process().Stderr().find(ran) != std::string::npos;
+    if (!said) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(said) << "the constructor did not run in the executor";
+  EXPECT_NE(stat(marker(executor).c_str(), &info), 0)
+      << "the executor created a file in /tmp";
   EXPECT_NE(stat(marker(daemon_->process().pid()).c_str(), &info), 0)
       << "tenant code ran inside hrxd";
-  unlink(marker(executor).c_str());
+  EXPECT_EQ(daemon_->process().Stderr().find(
+                absl::StrCat("hrx-ctor-ran-", daemon_->process().pid())),
+            std::string::npos)
+      << "tenant code ran inside hrxd";
 }
 
 // Finding 3: uploads past the staging bound on queues held by a gate kernel

@@ -185,9 +185,12 @@ void Core::RemoveBoundTenant(
   pending->done = std::move(finish);
   for (const auto& [handle, session] : sessions) {
     // A session its client closed meanwhile still counts: it is gone.
-    CloseSession(handle, [pending](absl::StatusOr<CloseSummary>) {
-      if (pending->left.fetch_sub(1) == 1) pending->done(pending->closed);
-    });
+    CloseSession(
+        handle,
+        [pending](absl::StatusOr<CloseSummary>) {
+          if (pending->left.fetch_sub(1) == 1) pending->done(pending->closed);
+        },
+        CloseCause::kEviction);
   }
 }
 
@@ -272,9 +275,11 @@ void Core::TenantsLost(const std::vector<std::string>& tenants,
                 std::find(tenants.begin(), tenants.end(), s.tenant->name()) !=
                     tenants.end();
        })) {
+    // Its client may not have heard yet (a sync sent as the executor died):
+    // whatever it sends next hears of the loss, not of a stale handle.
+    sessions_.Bury(handle, why);
     CloseSession(handle, [](absl::StatusOr<CloseSummary>) {});
   }
-  (void)why;  // already reported to each stream by its queue
 }
 
 void Core::Housekeep(absl::Time now) {

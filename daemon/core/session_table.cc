@@ -104,9 +104,24 @@ absl::Status SessionTable::VerifyCaller(uint64_t session,
 absl::StatusOr<std::shared_ptr<Session>> SessionTable::Find(
     uint64_t session) const {
   absl::MutexLock lock(&mu_);
-  HRX_ASSIGN_OR_RETURN(const std::shared_ptr<Session>* found,
-                       sessions_.Find(session, "session"));
-  return *found;
+  absl::StatusOr<std::shared_ptr<Session>*> found =
+      sessions_.Find(session, "session");
+  if (!found.ok()) {
+    auto buried = tombstones_.find(session);
+    if (buried != tombstones_.end()) return buried->second;
+    return found.status();
+  }
+  return **found;
+}
+
+void SessionTable::Bury(uint64_t session, absl::Status why) {
+  absl::MutexLock lock(&mu_);
+  if (!tombstones_.emplace(session, std::move(why)).second) return;
+  tombstone_order_.push_back(session);
+  if (tombstone_order_.size() > kMaxSessionTombstones) {
+    tombstones_.erase(tombstone_order_.front());
+    tombstone_order_.pop_front();
+  }
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionTable::Remove(

@@ -13,6 +13,7 @@
 #define HRX_DAEMON_CORE_SESSION_TABLE_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -31,6 +33,8 @@
 #include "daemon/core/tenants.h"
 
 namespace hrx::daemon {
+
+inline constexpr size_t kMaxSessionTombstones = 4096;
 
 class SessionTable {
  public:
@@ -56,6 +60,12 @@ class SessionTable {
   absl::StatusOr<std::shared_ptr<Session>> Remove(uint64_t session,
                                                   std::string_view what);
 
+  // `session` (removed) ended for `why`, not by its client's doing (its
+  // executor was lost): a call that still names it, racing the news, is
+  // refused with `why` rather than stale_handle. The last
+  // kMaxSessionTombstones are kept.
+  void Bury(uint64_t session, absl::Status why);
+
   // The sessions `keep` selects, with their ids (all when `keep` is null).
   std::vector<Entry> Select(
       const std::function<bool(uint64_t, const Session&)>& keep = {}) const;
@@ -71,6 +81,8 @@ class SessionTable {
   // Mutable: lookups resolve handles, which HandleTable does non-const.
   mutable HandleTable<std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_){
       shared::HandleKind::kSession};
+  absl::flat_hash_map<uint64_t, absl::Status> tombstones_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> tombstone_order_ ABSL_GUARDED_BY(mu_);  // oldest first
 };
 
 // "uid 1000, pid 4242" or "certificate \"CN=x\"", for messages.

@@ -70,6 +70,24 @@ TEST_F(SessionTableTest, RemovedSessionsAreStaleAndSelectSeesTheRest) {
   EXPECT_EQ(table_.size(), 1u);
 }
 
+TEST_F(SessionTableTest, ASessionEndedByItsExecutorsLossSaysSoWhenNamed) {
+  auto lost = table_.Open("lost", Me(1));
+  auto closed = table_.Open("closed", Me(2));
+  const absl::Status why = Refusal(Reason::kExecutorLost, "gone. Fix: retry.");
+  table_.Bury(*lost, why);
+  // Still open: found as ever.
+  EXPECT_THAT(table_.Find(*lost).status(), IsOk());
+  ASSERT_THAT(table_.Remove(*lost, "close session").status(), IsOk());
+  ASSERT_THAT(table_.Remove(*closed, "close session").status(), IsOk());
+  EXPECT_EQ(ReasonOf(table_.Find(*lost).status()), Reason::kExecutorLost);
+  EXPECT_EQ(ReasonOf(table_.Find(*closed).status()), Reason::kStaleHandle);
+  // Bounded: the oldest is forgotten (stale again) past the limit.
+  for (uint64_t i = 0; i < kMaxSessionTombstones; ++i) {
+    table_.Bury(uint64_t{1} << 40 | i, why);
+  }
+  EXPECT_EQ(ReasonOf(table_.Find(*lost).status()), Reason::kStaleHandle);
+}
+
 TEST(CoreLeaseTest, ARemoteSessionEndsWhenItsLeaseLapsesOnTheClock) {
   CoreOptions options;
   options.remote_session_lease = absl::Seconds(120);

@@ -58,25 +58,45 @@ int RunExecutor(int argc, char** argv) {
   options.choice = Flag(argc, argv, "backend", "cpu");
   options.cpu_memory_bytes = Number(argc, argv, "cpu_memory_bytes");
   options.gpu_device = static_cast<int>(Number(argc, argv, "gpu_device"));
+  // Landlock binds the calling thread and those it makes later, never
+  // threads already running. On the CPU backend tenant code runs on the
+  // backend's worker threads, so the files are confined before it starts
+  // them; a GPU runtime runs no tenant code on the host but needs files
+  // Landlock would refuse as it starts (CUDA fails with
+  // cudaErrorOperatingSystem), so there it comes after the runtime opened.
+  bool confined = false;
+  auto confine = [&]() -> bool {
+    auto applied = RestrictFilesystem();
+    if (!applied.ok()) {
+      std::fprintf(stderr, "hrxd executor (%s): %s\n", tenant.c_str(),
+                   std::string(applied.status().message()).c_str());
+      return false;
+    }
+    if (*applied == 0) {
+      log->warn(
+          "no Landlock in this kernel: the executor's files are guarded by "
+          "its uid only");
+    }
+    confined = true;
+    return true;
+  };
+  if (options.choice == "cpu" && !confine()) return 3;
   auto opened = backend::OpenBackend(options, *log);
+  if (opened.ok() && !confined && (*opened)->properties().backend == "cpu") {
+    // --backend=auto fell back to the CPU: its workers started unconfined.
+    opened->reset();
+    if (!confine()) return 3;
+    options.choice = "cpu";
+    opened = backend::OpenBackend(options, *log);
+  }
   if (!opened.ok()) {
     std::fprintf(stderr, "hrxd executor (%s): %s\n", tenant.c_str(),
                  std::string(opened.status().message()).c_str());
     return 3;
   }
-  // Files next (the ruleset's calls are not in the system call allowlist),
-  // after the backend has opened what it needs.
-  auto confined = RestrictFilesystem();
-  if (!confined.ok()) {
-    std::fprintf(stderr, "hrxd executor (%s): %s\n", tenant.c_str(),
-                 std::string(confined.status().message()).c_str());
-    return 3;
-  }
-  if (*confined == 0) {
-    log->warn(
-        "no Landlock in this kernel: the executor's files are guarded by its "
-        "uid only");
-  }
+  if (!confined && !confine()) return 3;
+  // System calls last (its ruleset calls are outside the allowlist), on
+  // every thread the backend has started.
   if (absl::Status restricted = RestrictSystemCalls(); !restricted.ok()) {
     std::fprintf(stderr, "hrxd executor (%s): %s\n", tenant.c_str(),
                  std::string(restricted.message()).c_str());

@@ -57,7 +57,10 @@ absl::StatusOr<std::unique_ptr<ExecutorPool>> ExecutorPool::Start(
   auto pool = std::unique_ptr<ExecutorPool>(new ExecutorPool(options));
   pool->log_pump_ =
       std::make_unique<ExecutorLogPump>([](const std::string& line) {
-        daemon::Logger("executor")->info("{}", line);
+        // Warning level: an executor's own last words (why it could not
+        // start) must reach a log at the default level; a chatty tenant is
+        // held to the pump's rate.
+        daemon::Logger("executor")->warn("{}", line);
       });
   {
     absl::MutexLock lock(&pool->mu_);
@@ -88,6 +91,7 @@ ExecutorPool::~ExecutorPool() {
 }
 
 absl::StatusOr<uint32_t> ExecutorPool::SlotOf(Executor& executor) {
+  if (options_.uid_base == 0) return 0;  // one user for all: no slots
   if (executor.slot != kNoSlot) return executor.slot;
   if (next_slot_ >= ExecutorOptions::kUidSlots) {
     return Refusal(
@@ -145,15 +149,19 @@ absl::StatusOr<ExecutorPool::Launched> ExecutorPool::Launch(
   posix_spawn_file_actions_adddup2(&actions, ends[1], kExecutorSocketFd);
   posix_spawn_file_actions_adddup2(&actions, output[1], STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, output[1], STDERR_FILENO);
+  // Nothing of hrxd's terminal: stdin is /dev/null, and a session of its
+  // own leaves it no controlling terminal.
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
+                                   O_RDONLY, 0);
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   sigset_t none;
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attributes, &none);
-  // A process group of its own: nothing it signals reaches hrxd's.
-  posix_spawnattr_setpgroup(&attributes, 0);
+  // A session (and process group) of its own: nothing it signals as a
+  // group reaches hrxd's, and it has no controlling terminal.
   posix_spawnattr_setflags(&attributes,
-                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSID);
   pid_t pid = 0;
   const int spawned = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes,
                                   argv.data(), environ);
@@ -161,7 +169,10 @@ absl::StatusOr<ExecutorPool::Launched> ExecutorPool::Launch(
   posix_spawnattr_destroy(&attributes);
   close(ends[1]);
   close(output[1]);
-  log_pump_->Add(name, shared::UniqueFd(output[0]));
+  // Named so that no tenant's output passes for the shared executor's.
+  log_pump_->Add(
+      name == kShared ? "shared executor" : absl::StrCat("executor of ", name),
+      shared::UniqueFd(output[0]));
   if (spawned != 0) {
     close(ends[0]);
     return ExecutorLostStatus(
@@ -222,8 +233,14 @@ absl::StatusOr<std::shared_ptr<backend::Backend>> ExecutorPool::For(
     mu_.Lock();
     executor.launching = false;
     if (!launched.ok()) {
+      // From now (the start may have taken the call limit), growing while
+      // it keeps failing.
       executor.last_loss = std::string(launched.status().message());
-      executor.retry_at = now + options_.first_backoff;
+      executor.failures_in_a_row = std::min(executor.failures_in_a_row + 1, 16);
+      executor.retry_at =
+          absl::Now() + std::min(options_.first_backoff *
+                                     (1 << (executor.failures_in_a_row - 1)),
+                                 options_.max_backoff);
       return launched.status();
     }
     Install(executor, *std::move(launched));

@@ -203,6 +203,10 @@ void ExecutorService::ExitForLostDevice() {
 }
 
 bool ExecutorService::MoreRequestsWaiting() const {
+  {
+    absl::MutexLock lock(&requests_mu_);
+    if (!requests_.empty()) return true;
+  }
   int unread = 0;
   return ioctl(socket_, FIONREAD, &unread) == 0 && unread > 0;
 }

@@ -58,12 +58,44 @@ void ExecutorService::Serve() {
   }
   hello.mutable_hello()->set_pid(static_cast<uint32_t>(getpid()));
   writer_.Send(hello);
-  std::string bytes;
-  Request request;
-  while (reader_.Next(&bytes)) {
-    if (!request.ParseFromString(bytes)) break;
-    Handle(request);
+  // A reader of its own answers hrxd's pings at once, so a request that
+  // legitimately takes long here (a large zeroed allocation, a module load)
+  // never looks like a frozen executor; only a stopped process does.
+  std::thread reader([this] {
+    std::string bytes;
+    while (reader_.Next(&bytes)) {
+      Request request;
+      if (!request.ParseFromString(bytes)) break;
+      if (request.has_ping()) {
+        Reply(request.id(), absl::OkStatus());
+        continue;
+      }
+      // The descriptor a request carries is taken here, in frame order
+      // (the reader is this thread's alone).
+      shared::UniqueFd fd =
+          request.has_import_memory() ? reader_.TakeFd() : shared::UniqueFd();
+      absl::MutexLock lock(&requests_mu_);
+      requests_.push_back({std::move(request), std::move(fd)});
+    }
+    absl::MutexLock lock(&requests_mu_);
+    requests_done_ = true;
+  });
+  while (true) {
+    Incoming incoming;
+    {
+      absl::MutexLock lock(&requests_mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(requests_mu_) {
+        return requests_done_ || !requests_.empty();
+      };
+      requests_mu_.Await(absl::Condition(&ready));
+      if (requests_.empty()) break;
+      incoming = std::move(requests_.front());
+      requests_.pop_front();
+    }
+    incoming_fd_ = std::move(incoming.fd);
+    Handle(incoming.request);
   }
+  reader.join();
   // hrxd is gone or broke the protocol: the destructor drains and stops.
 }
 
@@ -97,7 +129,7 @@ void ExecutorService::Handle(const Request& request) {
     }
     case Request::kImportMemory: {
       const wire::ImportMemory& import = request.import_memory();
-      shared::UniqueFd fd = reader_.TakeFd();
+      shared::UniqueFd fd = std::move(incoming_fd_);
       auto memory = backend_.ImportShm(fd.Release(), import.bytes(),
                                        import.host_coherent()
                                            ? backend::MemoryKind::kHostCoherent

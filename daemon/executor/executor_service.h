@@ -89,11 +89,22 @@ class ExecutorService {
   FrameReader reader_;
   FrameWriter writer_;
 
-  // Touched only by Serve's thread.
+  // Touched only by Serve's thread (its reader thread reads frames).
+  shared::UniqueFd incoming_fd_;  // of the request being handled
   absl::flat_hash_map<uint64_t, backend::MemoryRef> memories_;
   absl::flat_hash_map<uint64_t, backend::KernelRef> kernels_;
   absl::flat_hash_map<uint64_t, backend::GraphRef> graphs_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<QueueState>> queues_;
+
+  // Requests read off the socket by Serve's reader thread (which answers
+  // pings itself), for Serve's thread to handle in order.
+  struct Incoming {
+    Request request;
+    shared::UniqueFd fd;  // the descriptor it carried (ImportMemory)
+  };
+  mutable absl::Mutex requests_mu_;
+  std::deque<Incoming> requests_ ABSL_GUARDED_BY(requests_mu_);
+  bool requests_done_ ABSL_GUARDED_BY(requests_mu_) = false;
 
   absl::Mutex mu_;
   // Queues whose completion moved since the last report.

@@ -66,6 +66,14 @@ absl::Status EnterSandbox(const SandboxOptions& options) {
     if (setresuid(options.uid, options.uid, options.uid) != 0) {
       return Failed("setresuid");
     }
+    // Never root afterwards, whatever the uid asked for was ((uid_t)-1
+    // would have changed nothing).
+    uid_t real = 0, effective = 0, saved = 0;
+    if (getresuid(&real, &effective, &saved) != 0 || real == 0 ||
+        effective == 0 || saved == 0) {
+      errno = EPERM;
+      return Failed("still root after setresuid");
+    }
   }
   // The process limit counts every task of the uid, so it is set only
   // where the uid is this executor's alone (lowering needs no privilege).
@@ -93,8 +101,14 @@ absl::Status RestrictSystemCalls() {
 #ifdef __x86_64__
   std::vector<sock_filter> filter = CompileSyscallPolicy(getpid());
   sock_fprog program{static_cast<unsigned short>(filter.size()), filter.data()};
-  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
-    return Failed("PR_SET_SECCOMP");
+  // On every thread of the process, those the backend already started (its
+  // workers run kernels) included: a filter without TSYNC covers only the
+  // calling thread and the threads it makes afterwards.
+  const long synced = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                              SECCOMP_FILTER_FLAG_TSYNC, &program);
+  if (synced != 0) {
+    if (synced > 0) errno = ESRCH;  // the id of a thread it could not sync
+    return Failed("seccomp(SECCOMP_FILTER_FLAG_TSYNC)");
   }
 #endif
   return absl::OkStatus();

@@ -1,9 +1,12 @@
 #include "daemon/executor/syscall_policy.h"
 
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
+#include <linux/sockios.h>
 #include <stddef.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 
@@ -33,13 +36,33 @@ sock_filter JumpIfEqual(uint32_t value, uint8_t if_true, uint8_t if_false) {
 sock_filter JumpIfAnyBit(uint32_t mask, uint8_t if_true, uint8_t if_false) {
   return BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, mask, if_true, if_false);
 }
-sock_filter JumpIfAbove(uint32_t value, uint8_t if_true, uint8_t if_false) {
-  return BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, value, if_true, if_false);
-}
 
 constexpr uint32_t kAllow = SECCOMP_RET_ALLOW;
 constexpr uint32_t kDeny = SECCOMP_RET_ERRNO | EPERM;
 constexpr uint32_t kArg0 = offsetof(struct seccomp_data, args[0]);
+
+constexpr uint32_t kArg1 = offsetof(struct seccomp_data, args[1]);
+
+// Requests that make the kernel signal another process (its owner when I/O
+// arrives) or type into a terminal: refused whatever the descriptor (a dup
+// of a standard stream is any number).
+constexpr uint32_t kUnsafeIoctls[] = {FIOSETOWN, SIOCSPGRP, FIOASYNC, TIOCSPGRP,
+                                      TIOCSTI,   TIOCLINUX, TIOCSCTTY};
+constexpr uint32_t kUnsafeFcntls[] = {F_SETOWN, F_SETOWN_EX, F_SETSIG};
+
+// Refuses the call when its second argument (low 32 bits, as the kernel
+// reads a request or command) is one of `values`.
+template <size_t N>
+std::vector<sock_filter> RefuseArg1(const uint32_t (&values)[N]) {
+  std::vector<sock_filter> body = {Load(kArg1)};
+  for (size_t i = 0; i < N; ++i) {
+    // Equal: jump past the remaining checks and the allow, to the deny.
+    body.push_back(JumpIfEqual(values[i], static_cast<uint8_t>(N - i), 0));
+  }
+  body.push_back(Return(kAllow));
+  body.push_back(Return(kDeny));
+  return body;
+}
 
 // What runs once a rule's number matched: ends in a return on every path.
 std::vector<sock_filter> Body(SyscallCheck check, uint32_t self) {
@@ -58,8 +81,10 @@ std::vector<sock_filter> Body(SyscallCheck check, uint32_t self) {
     case SyscallCheck::kThreadsOnly:
       return {Load(kArg0), JumpIfAnyBit(kNamespaceFlags, 2, 0),
               JumpIfAnyBit(CLONE_THREAD, 0, 1), Return(kAllow), Return(kDeny)};
-    case SyscallCheck::kNotStdStream:
-      return {Load(kArg0), JumpIfAbove(2, 0, 1), Return(kAllow), Return(kDeny)};
+    case SyscallCheck::kIoctlSafe:
+      return RefuseArg1(kUnsafeIoctls);
+    case SyscallCheck::kFcntlSafe:
+      return RefuseArg1(kUnsafeFcntls);
     case SyscallCheck::kPrctlSafe:
       return {Load(kArg0), JumpIfEqual(PR_SET_DUMPABLE, 1, 0),
               JumpIfEqual(PR_SET_PTRACER, 0, 1), Return(kDeny), Return(kAllow)};
@@ -86,7 +111,7 @@ const std::vector<SyscallRule>& ExecutorSyscallPolicy() {
       HRX_RULE(mremap, kAllow),
       HRX_RULE(madvise, kAllow),
       HRX_RULE(brk, kAllow),
-      HRX_RULE(ioctl, kNotStdStream),
+      HRX_RULE(ioctl, kIoctlSafe),
       HRX_RULE(sched_yield, kAllow),
       HRX_RULE(clock_gettime, kAllow),
       HRX_RULE(clock_getres, kAllow),
@@ -105,7 +130,7 @@ const std::vector<SyscallRule>& ExecutorSyscallPolicy() {
       HRX_RULE(dup, kAllow),
       HRX_RULE(dup2, kAllow),
       HRX_RULE(dup3, kAllow),
-      HRX_RULE(fcntl, kAllow),
+      HRX_RULE(fcntl, kFcntlSafe),
       HRX_RULE(recvfrom, kAllow),
       HRX_RULE(sendto, kAllow),
       HRX_RULE(shutdown, kAllow),
@@ -160,7 +185,7 @@ const std::vector<SyscallRule>& ExecutorSyscallPolicy() {
       HRX_RULE(getrusage, kAllow),
       HRX_RULE(times, kAllow),
       HRX_RULE(sched_getaffinity, kAllow),
-      HRX_RULE(sched_setaffinity, kAllow),
+      HRX_RULE(sched_setaffinity, kSelfOrZero),
       HRX_RULE(sched_getparam, kAllow),
       HRX_RULE(sched_getscheduler, kAllow),
       HRX_RULE(sched_get_priority_max, kAllow),
@@ -196,6 +221,7 @@ const std::vector<SyscallRule>& ExecutorSyscallPolicy() {
       HRX_RULE(open, kAllow),
       HRX_RULE(memfd_create, kAllow),
       HRX_RULE(ftruncate, kAllow),
+      HRX_RULE(fchmod, kAllow),
       HRX_RULE(fallocate, kAllow),
       HRX_RULE(fstat, kAllow),
       HRX_RULE(newfstatat, kAllow),

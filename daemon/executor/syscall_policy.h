@@ -1,7 +1,7 @@
 // The system calls an executor may make once its backend is open: an
 // allowlist. Each call it names is allowed outright or with its first
 // argument checked (signals only to itself, threads but no processes or
-// namespaces, ioctl on no standard stream); every other call fails with
+// namespaces, no request that signals others); every other call fails with
 // EPERM (clone3 with ENOSYS, so the C library falls back to a clone whose
 // flags the filter can read). docs/security.md lists this table, and
 // syscall_policy_test checks the list against it.
@@ -17,13 +17,19 @@
 namespace hrx::executor {
 
 enum class SyscallCheck : uint8_t {
-  kAllow,         // any arguments
-  kSelf,          // first argument is this process's pid
-  kSelfOrZero,    // ... or 0 (prlimit64: "this process")
-  kThreadsOnly,   // clone: CLONE_THREAD set, no namespace flags
-  kNotStdStream,  // ioctl: not on descriptors 0, 1 or 2 (no TIOCSTI)
-  kPrctlSafe,     // prctl: anything but PR_SET_DUMPABLE, PR_SET_PTRACER
-  kEnosys,        // refused with ENOSYS (clone3: glibc falls back)
+  kAllow,        // any arguments
+  kSelf,         // first argument is this process's pid
+  kSelfOrZero,   // ... or 0 (prlimit64: "this process")
+  kThreadsOnly,  // clone: CLONE_THREAD set, no namespace flags
+  // ioctl: no request that signals another process or types into a
+  // terminal (FIOSETOWN, SIOCSPGRP, FIOASYNC, TIOCSPGRP, TIOCSTI, TIOCLINUX,
+  // TIOCSCTTY), whatever the descriptor.
+  kIoctlSafe,
+  // fcntl: no F_SETOWN, F_SETOWN_EX, F_SETSIG (a signal to another process
+  // when I/O arrives).
+  kFcntlSafe,
+  kPrctlSafe,  // prctl: anything but PR_SET_DUMPABLE, PR_SET_PTRACER
+  kEnosys,     // refused with ENOSYS (clone3: glibc falls back)
 };
 
 struct SyscallRule {

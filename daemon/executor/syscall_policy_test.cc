@@ -35,8 +35,10 @@ const char* CheckName(SyscallCheck check) {
       return "itself or 0";
     case SyscallCheck::kThreadsOnly:
       return "threads";
-    case SyscallCheck::kNotStdStream:
-      return "not 0-2";
+    case SyscallCheck::kIoctlSafe:
+      return "no owner/terminal requests";
+    case SyscallCheck::kFcntlSafe:
+      return "no F_SETOWN/F_SETSIG";
     case SyscallCheck::kPrctlSafe:
       return "not dumpable/ptracer";
     case SyscallCheck::kEnosys:

@@ -83,7 +83,8 @@ absl::StatusOr<OpenedRing> RingRegistry::Open(const Caller& caller,
     }
     // Counted now (each ring is a thread of hrxd's); given back by Ended,
     // or below if the ring does not start.
-    const size_t mine = per_tenant_[tenant];
+    auto counted = per_tenant_.find(tenant);
+    const size_t mine = counted == per_tenant_.end() ? 0 : counted->second;
     if (mine >= kMaxRingsPerTenant || rings_.size() + reserved_ >= kMaxRings) {
       return Refusal(
           Reason::kTooManyRings,

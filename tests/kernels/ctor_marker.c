@@ -1,8 +1,11 @@
 /* ctor_marker: an object whose ELF constructor runs as soon as it is mapped
- * (before any entry point is looked up) and leaves a file,
- * /tmp/hrx-ctor-ran-<pid>, naming the process it ran in. The adversarial
- * suite loads it to prove that a tenant without load_kernels never gets its
- * code run inside hrxd. It exports no kernel. */
+ * (before any entry point is looked up) and says so twice, naming the
+ * process it ran in: a file, /tmp/hrx-ctor-ran-<pid> (where it may create
+ * one: inside hrxd it could; an executor's Landlock refuses it), and a line
+ * on stderr, "hrx-ctor-ran-<pid>" (an executor's reaches hrxd's log). The
+ * adversarial suite loads it to prove that a tenant without load_kernels
+ * never gets its code run, and a permitted one only in its executor. It
+ * exports no kernel. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -12,4 +15,6 @@ __attribute__((constructor)) static void mark(void) {
   snprintf(path, sizeof(path), "/tmp/hrx-ctor-ran-%d", (int)getpid());
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (fd >= 0) close(fd);
+  fprintf(stderr, "hrx-ctor-ran-%d\n", (int)getpid());
+  fflush(stderr);
 }

@@ -2,9 +2,14 @@
  * (docs/security.md): signals to other processes in every form, processes,
  * namespaces, sockets, io_uring, the mount APIs, ptrace, bpf, exec, SysV
  * IPC, userfaultfd, perf events, TIOCSTI on a standard stream and making
- * itself dumpable. For each it writes, as a u32, 0 when the call succeeded,
- * else the errno it got (see kNames in executor_sandbox_test.cc).
- * Arguments: hrxd pid (u32), other executor pid (u32), out (>= 4 * 26). */
+ * itself dumpable, and asking the kernel to signal another process when
+ * I/O arrives (fcntl F_SETOWN / F_SETSIG, ioctl FIOSETOWN). Every workgroup
+ * does it all (so the calls are made on the backend's worker threads too,
+ * which start before the filter) and writes, as u32s at 4 * kCalls * its
+ * index, 0 for a call that succeeded, else the errno it got (see kNames in
+ * executor_sandbox_test.cc).
+ * Arguments: hrxd pid (u32), other executor pid (u32),
+ * out (>= 4 * kCalls * workgroups). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -28,7 +33,7 @@
 
 #include "hrx/cpu_kernel.h"
 
-#define kCalls 26
+#define kCalls 29
 
 static const hrx_cpu_arg kArgs[] = {
     {HRX_CPU_ARG_SCALAR, 4}, {HRX_CPU_ARG_SCALAR, 4}, {HRX_CPU_ARG_BUFFER, 0}};
@@ -53,7 +58,8 @@ int syscalls(const hrx_cpu_workgroup* wg) {
   uint32_t daemon, other, r[kCalls];
   memcpy(&daemon, wg->constants, 4);
   memcpy(&other, wg->constants + 4, 4);
-  if (wg->bindings[0].length < sizeof(r)) return 1;
+  const uint64_t at = (uint64_t)wg->group[0] * sizeof(r);
+  if (wg->bindings[0].length < at + sizeof(r)) return 1;
   siginfo_t info;
   memset(&info, 0, sizeof(info));
   info.si_code = SI_QUEUE;
@@ -100,6 +106,16 @@ int syscalls(const hrx_cpu_workgroup* wg) {
     close(pair[1]);
   }
   r[25] = Outcome(syscall(SYS_setns, 0, 0));
-  memcpy(wg->bindings[0].data, r, sizeof(r));
+  int io[2];
+  r[26] = r[27] = r[28] = 0xffffffffu; /* the pipe itself failed */
+  if (pipe2(io, O_CLOEXEC) == 0) {
+    r[26] = Outcome(fcntl(io[0], F_SETOWN, (int)daemon));
+    r[27] = Outcome(fcntl(io[0], F_SETSIG, SIGKILL));
+    const int owner = (int)daemon;
+    r[28] = Outcome(ioctl(io[0], FIOSETOWN, &owner));
+    close(io[0]);
+    close(io[1]);
+  }
+  memcpy((uint8_t*)wg->bindings[0].data + at, r, sizeof(r));
   return 0;
 }
