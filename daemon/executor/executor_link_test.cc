@@ -42,6 +42,28 @@ class ExecutorLinkTest : public ::testing::Test {
     executor_.reset();
   }
 
+  // A queue whose first completion holds the delivery thread (as one
+  // waiting on the same executor would) until `release_` is notified:
+  // events can only pile up behind it.
+  std::unique_ptr<RemoteQueue> HoldDelivery() {
+    auto queue = std::make_unique<RemoteQueue>(link_, 7);
+    EXPECT_TRUE(queue
+                    ->EnqueueHostCallback([this](absl::Status) {
+                      entered_.Notify();
+                      release_.WaitForNotification();
+                    })
+                    .ok());
+    executor_->Send(Progress());
+    entered_.WaitForNotification();
+    return queue;
+  }
+  static wire::Event Progress() {
+    wire::Event progress;
+    progress.mutable_progress()->set_queue(7);
+    progress.mutable_progress()->set_completed(1);
+    return progress;
+  }
+
   // Polls until the link is lost (at most ~10 s).
   absl::Status AwaitLoss() {
     for (int i = 0; i < 1000 && link_->lost().ok(); ++i) {
@@ -53,48 +75,24 @@ class ExecutorLinkTest : public ::testing::Test {
   shared::UniqueFd executor_end_;
   std::unique_ptr<FrameWriter> executor_;
   std::shared_ptr<ExecutorLink> link_;
+  absl::Notification entered_, release_;
 };
 
 TEST_F(ExecutorLinkTest, AFloodOfEventsLosesTheLinkInsteadOfGrowingHrxd) {
-  auto queue = std::make_unique<RemoteQueue>(link_, 7);
-  // A completion that holds the delivery thread (as one waiting on the
-  // same executor would): events can only pile up behind it.
-  absl::Notification entered, release;
-  ASSERT_TRUE(queue
-                  ->EnqueueHostCallback([&](absl::Status) {
-                    entered.Notify();
-                    release.WaitForNotification();
-                  })
-                  .ok());
-  wire::Event progress;
-  progress.mutable_progress()->set_queue(7);
-  progress.mutable_progress()->set_completed(1);
-  executor_->Send(progress);
-  entered.WaitForNotification();
+  auto queue = HoldDelivery();
   // Forged events, one more than hrxd holds.
+  const wire::Event progress = Progress();
   for (size_t i = 0; i <= kMaxQueuedEvents; ++i) executor_->Send(progress);
   const absl::Status lost = AwaitLoss();
   EXPECT_EQ(lost.code(), absl::StatusCode::kUnavailable) << lost;
   EXPECT_THAT(lost.message(),
               HasSubstr("sent events faster than hrxd delivers them"));
-  release.Notify();
+  release_.Notify();
   queue.reset();  // its pending work ended with the loss
 }
 
 TEST_F(ExecutorLinkTest, BigForgedEventsAreBoundedByBytesToo) {
-  auto queue = std::make_unique<RemoteQueue>(link_, 7);
-  absl::Notification entered, release;
-  ASSERT_TRUE(queue
-                  ->EnqueueHostCallback([&](absl::Status) {
-                    entered.Notify();
-                    release.WaitForNotification();
-                  })
-                  .ok());
-  wire::Event progress;
-  progress.mutable_progress()->set_queue(7);
-  progress.mutable_progress()->set_completed(1);
-  executor_->Send(progress);
-  entered.WaitForNotification();
+  auto queue = HoldDelivery();
   // Read data for a fence nobody reads: 32 MiB a frame, past 256 MiB.
   wire::Event big;
   big.mutable_read_data()->set_queue(7);
@@ -103,7 +101,7 @@ TEST_F(ExecutorLinkTest, BigForgedEventsAreBoundedByBytesToo) {
   for (int i = 0; i < 9; ++i) executor_->Send(big);
   const absl::Status lost = AwaitLoss();
   EXPECT_THAT(lost.message(), HasSubstr("bytes waiting"));
-  release.Notify();
+  release_.Notify();
   queue.reset();
 }
 

@@ -31,9 +31,9 @@ std::string EscapeForLog(std::string_view bytes) {
 }
 
 bool LineBudget::Take(absl::Time now) {
-  tokens_ = std::min(kExecutorLogBurstLines,
-                     tokens_ + absl::ToDoubleSeconds(now - refilled_) *
-                                   kExecutorLogLinesPerSecond);
+  const double earned =
+      absl::ToDoubleSeconds(now - refilled_) * kExecutorLogLinesPerSecond;
+  tokens_ = std::min(kExecutorLogBurstLines, tokens_ + earned);
   refilled_ = now;
   if (tokens_ < 1) return false;
   tokens_ -= 1;

@@ -288,41 +288,37 @@ void ExecutorPool::Lost(const std::string& name, ExecutorLink* link,
   if (lost) lost(tenants, why, link->lost_at());
 }
 
-void ExecutorPool::Retire(const daemon::Tenant& tenant) {
-  if (!tenant.own_executor()) return;
-  std::shared_ptr<ExecutorLink> link;
-  std::shared_ptr<const shared::UniqueFd> pidfd;
+ExecutorPool::Running ExecutorPool::Stop(const daemon::Tenant& tenant,
+                                         const std::string& why,
+                                         bool forget_tenants) {
+  if (!tenant.own_executor()) return {};
+  Running running;
   {
     absl::MutexLock lock(&mu_);
     auto it = executors_.find(tenant.name());
-    if (it == executors_.end() || it->second.backend == nullptr) return;
-    // Its sessions are closed: the loss ends nobody's work.
-    it->second.tenants.clear();
-    link = it->second.backend->link();
-    pidfd = it->second.pidfd;
+    if (it == executors_.end() || it->second.backend == nullptr) return {};
+    if (forget_tenants) it->second.tenants.clear();
+    running = {it->second.backend->link(), it->second.pidfd};
   }
-  // The watchdog's next round reaps it as it would a lost executor.
-  link->Lose(ExecutorLostStatus(tenant.name(),
-                                "was stopped because its tenant was removed"));
-  KillExecutor(*pidfd);
+  running.link->Lose(ExecutorLostStatus(tenant.name(), why));
+  KillExecutor(*running.pidfd);
+  return running;
+}
+
+void ExecutorPool::Retire(const daemon::Tenant& tenant) {
+  // Its sessions are closed: the loss ends nobody's work. The watchdog's
+  // next round reaps it as it would a lost executor.
+  Stop(tenant, "was stopped because its tenant was removed",
+       /*forget_tenants=*/true);
 }
 
 void ExecutorPool::Abort(const daemon::Tenant& tenant, const std::string& why) {
-  if (!tenant.own_executor()) return;
-  std::shared_ptr<ExecutorLink> link;
-  std::shared_ptr<const shared::UniqueFd> pidfd;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = executors_.find(tenant.name());
-    if (it == executors_.end() || it->second.backend == nullptr) return;
-    link = it->second.backend->link();
-    pidfd = it->second.pidfd;
-  }
   // As the watchdog's kill, reported at once (its listing says why before
   // the eviction that asked for it returns).
-  link->Lose(ExecutorLostStatus(tenant.name(), why));
-  KillExecutor(*pidfd);
-  Lost(tenant.name(), link.get(), link->lost());
+  const Running stopped = Stop(tenant, why, /*forget_tenants=*/false);
+  if (stopped.link != nullptr) {
+    Lost(tenant.name(), stopped.link.get(), stopped.link->lost());
+  }
 }
 
 void ExecutorPool::Watch() {

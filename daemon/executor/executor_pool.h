@@ -135,6 +135,14 @@ class ExecutorPool final : public daemon::DeviceSet {
   absl::StatusOr<uint32_t> SlotOf(Executor& executor)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void Install(Executor& executor, Launched launched);
+  struct Running {
+    std::shared_ptr<ExecutorLink> link;
+    std::shared_ptr<const shared::UniqueFd> pidfd;
+  };
+  // Loses and kills `tenant`'s own executor with `why` (forgetting its
+  // tenants first when asked); what it stopped, or nulls if none ran.
+  Running Stop(const daemon::Tenant& tenant, const std::string& why,
+               bool forget_tenants);
   // The link of `name`'s current life ended with `why`.
   void Lost(const std::string& name, ExecutorLink* link, absl::Status why);
   void Watch();
