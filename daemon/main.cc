@@ -58,6 +58,13 @@ ABSL_FLAG(uint32_t, executor_uid_base, 2147352576,
           "when hrxd runs as root, each executor runs as a uid (and gid) of "
           "its own from this one up (65536 of them); 0: all as "
           "--executor_user");
+ABSL_FLAG(bool, executor_cgroups, true,
+          "each executor in a control group of its own, with a task limit "
+          "and --executor_memory_mb (needs root, or the unit's Delegate=; "
+          "without, hrxd warns and runs executors without groups)");
+ABSL_FLAG(uint64_t, executor_memory_mb, 0,
+          "memory a tenant's own executor (its kernels) may use, in MiB; 0: "
+          "half of physical memory");
 ABSL_FLAG(int64_t, executor_watchdog_ms, 30000,
           "an executor whose work makes no progress this long is killed");
 ABSL_FLAG(int64_t, executor_hang_ms, 10000,
@@ -114,6 +121,8 @@ int main(int argc, char** argv) {
   options.executor_uid_base = absl::GetFlag(FLAGS_executor_uid_base);
   options.executor_watchdog_ms = absl::GetFlag(FLAGS_executor_watchdog_ms);
   options.executor_hang_ms = absl::GetFlag(FLAGS_executor_hang_ms);
+  options.executor_cgroups = absl::GetFlag(FLAGS_executor_cgroups);
+  options.executor_memory_bytes = absl::GetFlag(FLAGS_executor_memory_mb) << 20;
   options.tenant_socket_dir = absl::GetFlag(FLAGS_tenant_socket_dir);
   options.max_bound_tenants = absl::GetFlag(FLAGS_max_bound_tenants);
   options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);

@@ -40,6 +40,14 @@
 namespace hrx::daemon {
 namespace {
 
+uint64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page_size > 0
+             ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size)
+             : 0;
+}
+
 // Raises the soft open-file limit to the hard one: every buffer, export and
 // connection costs a descriptor, and each is budgeted against this. Only
 // when it would change anything: under the shipped unit (LimitNOFILE sets
@@ -178,6 +186,13 @@ absl::StatusOr<std::unique_ptr<DeviceSet>> OpenDevices(
   executors.call_limit = executors.watchdog;
   executors.hang_limit = std::min(absl::Milliseconds(options.executor_hang_ms),
                                   executors.watchdog);
+  executors.cgroups = options.executor_cgroups;
+  executors.memory_bytes = options.executor_memory_bytes != 0
+                               ? options.executor_memory_bytes
+                               : PhysicalMemoryBytes() / 2;
+  // Not root: executors keep hrxd's own user (what they are told says so).
+  executors.uid = geteuid();
+  executors.gid = getegid();
   if (geteuid() == 0) {
     const passwd* user = getpwnam(options.executor_user.c_str());
     if (user == nullptr || user->pw_uid == 0) {

@@ -41,6 +41,9 @@ struct DaemonOptions {
   uint32_t executor_uid_base = 2147352576;
   int64_t executor_watchdog_ms = 30000;  // no progress this long: killed
   int64_t executor_hang_ms = 10000;      // no ping answer this long: killed
+  // Each executor in a control group of its own (ExecutorCgroups).
+  bool executor_cgroups = true;
+  uint64_t executor_memory_bytes = 0;  // a tenant's own; 0: half of memory
   // Where socket-bound tenants' directories go; empty: "tenants" beside the
   // main socket. docs/kubernetes.md.
   std::string tenant_socket_dir;

@@ -308,5 +308,69 @@ TEST_F(IsolationTest, EachExecutorRunsAsAUidOfItsOwn) {
   EXPECT_EQ(RealUid(restarted), own_uid);
 }
 
+// The control groups `pid` is in (its /proc/PID/cgroup).
+std::string CgroupOf(pid_t pid) {
+  std::ifstream file(absl::StrCat("/proc/", pid, "/cgroup"));
+  return std::string((std::istreambuf_iterator<char>(file)),
+                     std::istreambuf_iterator<char>());
+}
+
+TEST_F(IsolationTest,
+       AThreadBombIsCappedByItsExecutorsOwnGroupUnderASharedUid) {
+  // Every executor as one user (`nobody`), as under a non-root hrxd where
+  // all keep hrxd's uid: a uid's process limit would be everyone's.
+  RestartDaemon({"--executor_uid_base=0"});
+  Subprocess bystander = StartBystander(/*rounds=*/4);
+  auto attacker = Connect();
+  ASSERT_THAT(attacker.status(), IsOk());
+  const pid_t daemon = daemon_->process().pid();
+  const pid_t own = ExecutorPid(daemon, "ops");
+  ASSERT_GT(own, 0);
+  EXPECT_EQ(RealUid(own), RealUid(ExecutorPid(daemon, "shared")));
+  EXPECT_THAT(CgroupOf(own), HasSubstr("/executor-"));
+  auto out = attacker->stream->Allocate(4096);
+  ASSERT_THAT(out.status(), IsOk());
+  Constants cap;
+  ASSERT_THAT(cap.Push(uint32_t{8192}), IsOk());  // a bound for a failure
+  ASSERT_THAT(Run(*attacker, "threads", cap, *out), IsOk());
+  auto read = attacker->stream->Read(out->Binding());
+  ASSERT_THAT(read.status(), IsOk());
+  auto bytes = read->Wait(*attacker->stream);
+  ASSERT_THAT(bytes.status(), IsOk());
+  uint32_t started = 0;
+  std::memcpy(&started, bytes->data(), 4);
+  // The executor's own threads count too: fewer than its limit are left.
+  EXPECT_GT(started, 0u);
+  EXPECT_LT(started, 1024u) << "the executor's task limit did not hold";
+  // Its tenant still works at the limit, and so does everyone else.
+  EXPECT_THAT(attacker->stream->Allocate(64).status(), IsOk());
+  ExpectBystanderUnharmed(bystander);
+  Subprocess after = StartBystander(/*rounds=*/2);
+  ExpectBystanderUnharmed(after);
+}
+
+TEST_F(IsolationTest, AKernelsHeapIsCappedByItsExecutorsMemoryLimit) {
+  RestartDaemon({"--executor_memory_mb=256"});
+  Subprocess bystander = StartBystander(/*rounds=*/4);
+  auto attacker = Connect();
+  ASSERT_THAT(attacker.status(), IsOk());
+  const pid_t daemon = daemon_->process().pid();
+  auto out = attacker->stream->Allocate(64);
+  ASSERT_THAT(out.status(), IsOk());
+  Constants mib;
+  ASSERT_THAT(mib.Push(uint32_t{1024}), IsOk());
+  // The memory a kernel takes outside its budget ends its executor when it
+  // passes the limit; nothing else goes.
+  const absl::Status hogged = Run(*attacker, "hog", mib, *out);
+  EXPECT_FALSE(hogged.ok());
+  EXPECT_THAT(hogged.message(), HasSubstr("Fix:"));
+  EXPECT_THAT(LastLoss("ops"), HasSubstr("signal 9"));
+  EXPECT_EQ(kill(daemon, 0), 0) << "hrxd is gone";
+  ExpectBystanderUnharmed(bystander);
+  // Its tenant starts again on a fresh executor.
+  auto again = Connect();
+  EXPECT_THAT(again.status(), IsOk());
+}
+
 }  // namespace
 }  // namespace hrx::testing

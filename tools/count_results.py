@@ -9,10 +9,11 @@ without a failing test case in its XML (a crash or a timeout).
 
 usage: count_results.py BEP_JSON TEST_TARGETS_FILE
        count_results.py [--phase NAME BEP_JSON TEST_TARGETS_FILE]...
-                        [--fuzz FUZZ_OUTPUT]
+                        [--check CHECK_OUTPUT] [--fuzz FUZZ_OUTPUT]
            (make test: one phase per build configuration, each counted on
            its own; FUZZ_OUTPUT holds tools/fuzz.sh's `fuzz-result NAME
-           passed|failed ...` lines, one case per target. Lines starting
+           passed|failed ...` lines, one case per target; CHECK_OUTPUT
+           tools/thread_safety.sh's `check-result NAME passed|failed ...`. Lines starting
            with `figure:` in the first phase's test logs and in FUZZ_OUTPUT
            are printed before the count.)
        count_results.py --xml NAME=XML_PATH...   (runs outside Bazel, such as
@@ -133,6 +134,25 @@ def figures(paths):
     return lines
 
 
+def count_result_lines(kind, lines):
+    """Counts `KIND-result NAME passed|failed [why]` lines (tools/fuzz.sh,
+    tools/thread_safety.sh): one case each; none at all is a failure."""
+    results = [l for l in lines if l.startswith(f"{kind}-result ")]
+    print(f"[{kind}]")
+    if not results:
+        results = [f"{kind}-result {kind} failed (no result)"]
+    passed = failed = 0
+    for line in results:
+        parts = line.split(" ", 2)
+        ok = len(parts) > 2 and parts[2] == "passed"
+        passed += 1 if ok else 0
+        failed += 0 if ok else 1
+        print(f"  {parts[1]}: {1 if ok else 0} passed, "
+              f"{0 if ok else 1} failed"
+              + ("" if ok else f"  [{parts[2] if len(parts) > 2 else ''}]"))
+    return passed, failed
+
+
 def main_phases(argv):
     total_passed = total_failed = 0
     figure_logs = None
@@ -147,24 +167,18 @@ def main_phases(argv):
             total_passed += passed
             total_failed += failed
             i += 4
-        elif argv[i] == "--fuzz" and i + 1 < len(argv):
+        elif argv[i] in ("--fuzz", "--check") and i + 1 < len(argv):
+            kind = argv[i][2:]
             try:
-                with open(argv[i + 1], encoding="utf-8") as fuzz:
-                    fuzz_lines = [line.rstrip() for line in fuzz]
+                with open(argv[i + 1], encoding="utf-8") as results_file:
+                    lines = [line.rstrip() for line in results_file]
             except OSError:
-                fuzz_lines = []
-            results = [l for l in fuzz_lines if l.startswith("fuzz-result ")]
-            print("[fuzz]")
-            if not results:
-                results = ["fuzz-result tools/fuzz.sh failed (no result)"]
-            for line in results:
-                parts = line.split(" ", 2)
-                ok = len(parts) > 2 and parts[2] == "passed"
-                total_passed += 1 if ok else 0
-                total_failed += 0 if ok else 1
-                print(f"  {parts[1]}: {1 if ok else 0} passed, "
-                      f"{0 if ok else 1} failed"
-                      + ("" if ok else f"  [{parts[2] if len(parts) > 2 else ''}]"))
+                lines = []
+            if kind == "fuzz":
+                fuzz_lines = lines
+            passed, failed = count_result_lines(kind, lines)
+            total_passed += passed
+            total_failed += failed
             i += 2
         else:
             print(f"count_results: unexpected argument {argv[i]!r}",
@@ -183,7 +197,7 @@ def main_phases(argv):
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--xml":
         return main_xml(sys.argv[2:])
-    if len(sys.argv) > 1 and sys.argv[1] in ("--phase", "--fuzz"):
+    if len(sys.argv) > 1 and sys.argv[1] in ("--phase", "--fuzz", "--check"):
         return main_phases(sys.argv[1:])
     passed, failed, _ = count_phase("", sys.argv[1], sys.argv[2])
     print(f"{passed} passed, {failed} failed")

@@ -15,8 +15,8 @@ seconds=${1:-15}
 targets=(decode_fuzzer config_fuzzer handle_fuzzer launch_fuzzer ring_fuzzer
          executor_frame_fuzzer ticket_fuzzer)
 findings=${HRX_FUZZ_FINDINGS:-/tmp/hrx-fuzz-findings}
-base="${HOME:-/root}/.cache/bazel/hrx-fuzz-$(printf %s "$PWD" | md5sum | cut -c1-8)"
-bazel_fuzz() { bazel --output_base="$base" "$@"; }
+source tools/lib/clang_output_base.sh
+bazel_fuzz() { bazel --output_base="$clang_output_base" "$@"; }
 
 labels=()
 for t in "${targets[@]}"; do labels+=("//tests/fuzz:$t"); done

@@ -2,18 +2,19 @@
 # `make test`: builds and runs every test twice, in the default build and
 # under AddressSanitizer + UndefinedBehaviorSanitizer (--config=asan); the
 # suite includes the fuzz targets' corpus replays and the reliability suites
-# (load, kill loop, daemon stop). Then runs each libFuzzer target for a
+# (load, kill loop, daemon stop). Then checks lock contracts with clang's
+# -Wthread-safety (tools/thread_safety.sh), runs each libFuzzer target for a
 # bounded time (tools/fuzz.sh), prints the figures the suites report, and
 # the per-test-case count last.
 #
-# HRX_TEST_PHASES picks phases (default "default asan fuzz"; `make
+# HRX_TEST_PHASES picks phases (default "default asan thread-safety fuzz"; `make
 # test-asan` runs "asan", `make test-tsan` "tsan"). HRX_FUZZ_SECONDS
 # (default 15) bounds each fuzz target's run.
 set -u
 cd "$(dirname "$0")/.."
 work=$(mktemp -d /tmp/hrx-test-run.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-phases=${HRX_TEST_PHASES:-default asan fuzz}
+phases=${HRX_TEST_PHASES:-default asan thread-safety fuzz}
 
 # Manual tests need a GPU (tools/gpu_run.sh runs them on one); bazel test
 # //... skips them, so they are not counted here.
@@ -36,6 +37,12 @@ for phase in $phases; do
       bazel test --config="$phase" //... --flaky_test_attempts=2 \
         --build_event_json_file="$work/$phase.json" "$@"
       count_args+=(--phase "$phase" "$work/$phase.json" "$work/targets") ;;
+    thread-safety)
+      # Before fuzz: the fuzz targets' build then reuses these objects.
+      echo "=== clang -Wthread-safety over //daemon, //shared, //client (tools/thread_safety.sh)"
+      tools/thread_safety.sh | tee "$work/thread-safety.txt" |
+        grep -v '^check-result'
+      count_args+=(--check "$work/thread-safety.txt") ;;
     fuzz)
       echo "=== libFuzzer, ${HRX_FUZZ_SECONDS:-15} s per target (tools/fuzz.sh)"
       tools/fuzz.sh "${HRX_FUZZ_SECONDS:-15}" >"$work/fuzz.txt" \
@@ -44,7 +51,7 @@ for phase in $phases; do
       grep -q '^fuzz-result' "$work/fuzz.txt" || tail -20 "$work/fuzz.err"
       count_args+=(--fuzz "$work/fuzz.txt") ;;
     *)
-      echo "run_tests: unknown phase $phase. Fix: use default, asan, tsan or fuzz." >&2
+      echo "run_tests: unknown phase $phase. Fix: use default, asan, tsan, thread-safety or fuzz." >&2
       exit 2 ;;
   esac
 done

@@ -173,7 +173,7 @@ StreamTransport::Outcome RingCall::Write(hrx::v1::StreamRequest request,
   if (is_over_) return Outcome::kCallOver;
   bool broken = false;
   // Pushes what fits of the message in progress; true once all of it is in.
-  auto pushed = [&] {
+  auto pushed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const uint64_t left = writer_.unsent();
     absl::StatusOr<bool> done = writer_.Continue();
     if (!done.ok()) {
@@ -210,7 +210,7 @@ StreamTransport::Outcome RingCall::Write(hrx::v1::StreamRequest request,
 StreamTransport::Outcome RingCall::Await(uint64_t token, absl::Time deadline,
                                          hrx::v1::StreamReply* out) {
   absl::MutexLock lock(&mu_);
-  auto arrived = [&] {
+  auto arrived = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!DrainRepliesLocked()) return false;
     return replies_.contains(token);
   };
@@ -233,7 +233,7 @@ StreamTransport::Outcome RingCall::Await(uint64_t token, absl::Time deadline,
 grpc::Status RingCall::Close(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   if (!is_over_) {
-    auto pushed = [&] {
+    auto pushed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       const uint64_t left = writer_.unsent();
       absl::StatusOr<bool> done = writer_.Continue();
       if (writer_.unsent() != left) shared::RingDoorbell(header().daemon_bell);
@@ -244,7 +244,7 @@ grpc::Status RingCall::Close(absl::Time deadline) {
       shared::RingDoorbell(header().daemon_bell);
       // Replies still coming are taken (and dropped) so that hrxd is never
       // stuck writing one; the end comes once the stream is drained.
-      auto ended = [&] {
+      auto ended = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         DrainRepliesLocked();
         replies_.clear();
         return false;

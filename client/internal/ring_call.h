@@ -67,7 +67,8 @@ class RingCall final : public StreamTransport {
   // daemon's end or its death.
   enum class Wake { kReady, kDeadline, kOver };
   template <typename Ready>
-  Wake WaitFor(Ready ready, absl::Time deadline);
+  Wake WaitFor(Ready ready, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes every whole reply off the ring into replies_ (dropping abandoned
   // ones). False when the ring is broken.
   bool DrainRepliesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

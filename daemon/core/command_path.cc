@@ -134,6 +134,7 @@ void CommandPath::Read(uint64_t session, uint64_t stream, const ViewRef& src,
         *target,
         [keep, target, src, out, done = std::move(done)](absl::Status cancelled,
                                                          Deferred& after) {
+          keep->mu.AssertHeld();  // gated operations run locked
           if (ReportedAtSyncPoint(*target, cancelled, done, after)) return;
           auto view = planner::Resolve(*keep, src, "read src");
           if (!view.ok()) return Report(after, done, view.status());

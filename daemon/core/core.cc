@@ -21,12 +21,14 @@ class Countdown {
   Countdown(size_t count, DoneCallback done)
       : remaining_(count), done_(std::move(done)) {}
   void Arrive(absl::Status status) {
+    absl::Status first_error;
     {
       absl::MutexLock lock(&mu_);
       if (!status.ok() && first_error_.ok()) first_error_ = status;
       if (--remaining_ != 0) return;
+      first_error = first_error_;
     }
-    done_(first_error_);
+    done_(first_error);
   }
 
  private:

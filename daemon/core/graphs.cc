@@ -127,11 +127,15 @@ absl::StatusOr<GraphExecInfo> Graphs::CreateExec(uint64_t session,
                        owner->streams.Find(stream, "finish graph stream"));
   planner::Planner planner(*owner, **target, count, "graph node",
                            /*use_caches=*/false);
+  planner.AssertSessionLocked();
   for (size_t i = 0; i < count; ++i) {
     HRX_RETURN_IF_ERROR(
         std::visit(Overloaded{
                        [&](JoinCommand&) { return absl::OkStatus(); },
-                       [&](auto& op) { return planner.Add(i, op); },
+                       [&](auto& op) {
+                         planner.AssertSessionLocked();  // the lambda's own
+                         return planner.Add(i, op);
+                       },
                    },
                    spec.nodes[i].op));
   }
@@ -196,6 +200,7 @@ void Graphs::LaunchProfiled(uint64_t session, uint64_t stream, uint64_t exec,
         *target,
         [keep, target, exec, done = std::move(done)](absl::Status cancelled,
                                                      Deferred& after) {
+          keep->mu.AssertHeld();  // gated operations run locked
           auto fail = [&](absl::Status status) {
             Report(after, done, Profile(std::move(status)));
           };

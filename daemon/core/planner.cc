@@ -65,7 +65,9 @@ std::string Planner::Label(size_t i, std::string_view op,
 }
 
 absl::Status Planner::Add(size_t i, Command& command) {
-  return std::visit([&](auto& c) { return Add(i, c); }, command);
+  return std::visit([&](auto& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                        session_.mu) { return Add(i, c); },
+                    command);
 }
 
 absl::Status Planner::Add(size_t i, FillCommand& fill) {

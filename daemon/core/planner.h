@@ -88,6 +88,12 @@ class Planner {
         noun_(std::move(noun)),
         use_caches_(use_caches) {}
 
+  // Tells the analysis (and checks at run time) that the caller holds the
+  // session's lock, which it took under another name before planning.
+  void AssertSessionLocked() const ABSL_ASSERT_EXCLUSIVE_LOCK(session_.mu) {
+    session_.mu.AssertHeld();
+  }
+
   // Prepares command `i` (of `count`) as the plan's next step.
   absl::Status Add(size_t i, Command& command)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(session_.mu);

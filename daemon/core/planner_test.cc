@@ -34,6 +34,7 @@ class PlannerTest : public ::testing::Test {
                                bool use_caches = true) {
     absl::MutexLock lock(&session_->mu);
     Planner planner(*session_, *stream_, commands.size(), noun, use_caches);
+    planner.AssertSessionLocked();
     for (size_t i = 0; i < commands.size(); ++i) {
       if (absl::Status added = planner.Add(i, commands[i]); !added.ok()) {
         return added;

@@ -49,7 +49,8 @@ bool ReportedAtSyncPoint(StreamEntry& stream, const absl::Status& cancelled,
 absl::Status TakeDeferredRefusal(StreamEntry& stream);
 
 // Moves completed upload staging of `stream` into the session's pools.
-void ReclaimStaging(Session& session, StreamEntry& stream);
+void ReclaimStaging(Session& session, StreamEntry& stream)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(session.mu);
 // Adds to `after`: once everything published on `stream` so far has
 // completed, reclaim its staging, then `done` (a sync point's end).
 void CompleteAtPublished(std::shared_ptr<Session> session,

@@ -20,7 +20,8 @@ using planner::Prepared;
 
 // True when an upload of `size` bytes must wait for the stream's earlier
 // work to complete: past the staging bounds with staging still in flight.
-bool StagingFull(Session& session, StreamEntry& stream, uint64_t size) {
+bool StagingFull(Session& session, StreamEntry& stream, uint64_t size)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(session.mu) {
   if (size == 0 || !stream.staging.NeedsDrain(size)) return false;
   ReclaimStaging(session, stream);
   return stream.staging.NeedsDrain(size) && stream.staging.pending_count() != 0;
@@ -32,7 +33,8 @@ bool StagingFull(Session& session, StreamEntry& stream, uint64_t size) {
 absl::StatusOr<std::optional<Fence>> EnqueueStep(DeviceSet& devices,
                                                  Session& session,
                                                  StreamEntry& stream,
-                                                 Prepared& step) {
+                                                 Prepared& step)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(session.mu) {
   using Result = absl::StatusOr<std::optional<Fence>>;
   backend::Queue& queue = *stream.queue;
   auto fenced = [](absl::StatusOr<Fence> fence) -> Result {
@@ -51,7 +53,8 @@ absl::StatusOr<std::optional<Fence>> EnqueueStep(DeviceSet& devices,
             return fenced(queue.EnqueueCopy(copy.dst, copy.dst_offset, copy.src,
                                             copy.src_offset, copy.length));
           },
-          [&](planner::PreparedUpload& upload) -> Result {
+          [&](planner::PreparedUpload& upload) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+              session.mu) -> Result {
             const uint64_t size = upload.data.size();
             if (size == 0) return std::nullopt;
             MemoryRef staging = stream.staging.TakeFitting(size);
@@ -74,12 +77,13 @@ absl::StatusOr<std::optional<Fence>> EnqueueStep(DeviceSet& devices,
               stream.staging.AddPending(std::move(staging), *fence);
             return fenced(fence);
           },
-          [&](planner::PreparedRecord& record) -> Result {
-            EventEntry& recorded = session.events[record.event];  // charged
-            recorded.queue = stream.queue;
-            recorded.fence = stream.published;
-            return std::nullopt;
-          },
+          [&](planner::PreparedRecord& record)
+              ABSL_EXCLUSIVE_LOCKS_REQUIRED(session.mu) -> Result {
+                EventEntry& recorded = session.events[record.event];  // charged
+                recorded.queue = stream.queue;
+                recorded.fence = stream.published;
+                return std::nullopt;
+              },
           [&](planner::PreparedWait& wait) -> Result {
             if (wait.queue == nullptr ||
                 wait.queue->completed() >= wait.fence) {
@@ -106,7 +110,8 @@ absl::StatusOr<std::optional<Fence>> EnqueueStep(DeviceSet& devices,
 }
 
 // Events the batch reserved but never published go, so nobody waits on them.
-void DropUnpublishedEvents(Session& session, const planner::Plan& plan) {
+void DropUnpublishedEvents(Session& session, const planner::Plan& plan)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(session.mu) {
   for (uint64_t event : plan.recorded_events) {
     auto it = session.events.find(event);
     if (it != session.events.end() && it->second.queue == nullptr) {
@@ -185,9 +190,12 @@ void CommandPath::Submit(uint64_t session, uint64_t stream,
 void CommandPath::StartSubmit(const std::shared_ptr<SubmitJob>& job,
                               Deferred& after) {
   Session& s = *job->owner;
+  // Gated operations run under their session's lock (stream_gate.h).
+  s.mu.AssertHeld();
   StreamEntry& target = *job->target;
   // Phase 1: check everything; nothing is enqueued unless all of it is valid.
   planner::Planner planner(s, target, job->commands.size());
+  planner.AssertSessionLocked();
   for (size_t i = 0; i < job->commands.size(); ++i) {
     absl::Status added = planner.Add(i, job->commands[i]);
     if (added.ok()) continue;
@@ -209,6 +217,7 @@ void CommandPath::StartSubmit(const std::shared_ptr<SubmitJob>& job,
 void CommandPath::ContinueSubmit(const std::shared_ptr<SubmitJob>& job,
                                  Deferred& after) {
   Session& s = *job->owner;
+  s.mu.AssertHeld();  // called by StartSubmit and ResumeSubmit, locked
   StreamEntry& target = *job->target;
   // Phase 2: enqueue in order.
   for (; job->next < job->plan.steps.size(); ++job->next) {

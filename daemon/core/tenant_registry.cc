@@ -28,20 +28,22 @@ absl::Status TenantRegistry::Reload(TenantRegistry&& fresh) {
                           entry.tenant->name(), entry.tenant->name()));
     }
   }
-  auto adopt = [&](std::shared_ptr<Tenant>& incoming) {
-    std::shared_ptr<Tenant> existing =
-        incoming->name() == "default" ? default_ : nullptr;
-    for (const Entry& entry : entries_) {
-      if (entry.tenant->name() == incoming->name()) existing = entry.tenant;
-    }
-    if (existing != nullptr) {
-      existing->SetLimits(incoming->limits());
-      existing->set_role(incoming->role());
-      existing->set_load_kernels(incoming->load_kernels());
-      existing->set_isolation(incoming->isolation());
-      incoming = existing;
-    }
-  };
+  auto adopt = [&](std::shared_ptr<Tenant>& incoming)
+                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                     std::shared_ptr<Tenant> existing =
+                         incoming->name() == "default" ? default_ : nullptr;
+                     for (const Entry& entry : entries_) {
+                       if (entry.tenant->name() == incoming->name())
+                         existing = entry.tenant;
+                     }
+                     if (existing != nullptr) {
+                       existing->SetLimits(incoming->limits());
+                       existing->set_role(incoming->role());
+                       existing->set_load_kernels(incoming->load_kernels());
+                       existing->set_isolation(incoming->isolation());
+                       incoming = existing;
+                     }
+                   };
   for (Entry& entry : fresh.entries_) adopt(entry.tenant);
   adopt(fresh.default_);
   entries_ = std::move(fresh.entries_);

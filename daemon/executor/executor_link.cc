@@ -260,14 +260,22 @@ void ExecutorLink::DeliverLoop() {
     Deliver(event);
   }
   absl::MutexLock delivering(&deliver_mu_);
-  NotifyLost();
+  NotifyLostDelivering();
 }
 
 void ExecutorLink::NotifyLost() {
   // The delivery thread holds deliver_mu_ already when a callback it runs
   // loses the link.
-  const bool delivering_here = delivering_for == this;
-  if (!delivering_here) deliver_mu_.Lock();
+  if (delivering_for == this) {
+    deliver_mu_.AssertHeld();
+    NotifyLostDelivering();
+    return;
+  }
+  absl::MutexLock delivering(&deliver_mu_);
+  NotifyLostDelivering();
+}
+
+void ExecutorLink::NotifyLostDelivering() {
   std::vector<RemoteQueue*> queues;
   absl::Status why;
   {
@@ -276,7 +284,6 @@ void ExecutorLink::NotifyLost() {
     for (auto& [id, queue] : queues_) queues.push_back(queue);
   }
   for (RemoteQueue* queue : queues) queue->OnLost(why);
-  if (!delivering_here) deliver_mu_.Unlock();
 }
 
 void ExecutorLink::Deliver(wire::Event& event) {

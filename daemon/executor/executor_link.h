@@ -120,7 +120,9 @@ class ExecutorLink {
   void ReadLoop();
   void DeliverLoop();
   // Tells every attached queue the link's loss status.
-  void NotifyLost();
+  void NotifyLost() ABSL_LOCKS_EXCLUDED(mu_);
+  void NotifyLostDelivering() ABSL_EXCLUSIVE_LOCKS_REQUIRED(deliver_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Deliver(hrx::executor::v1::Event& event);
 
   const shared::UniqueFd socket_;

@@ -46,6 +46,10 @@ int RunExecutor(int argc, char** argv) {
     gid_t gid = 0;
     if (absl::SimpleAtoi(group, &gid)) sandbox.groups.push_back(gid);
   }
+  for (absl::string_view procs : absl::StrSplit(
+           Flag(argc, argv, "cgroup_procs"), ',', absl::SkipEmpty())) {
+    sandbox.cgroup_procs.emplace_back(procs);
+  }
   const std::string tenant = Flag(argc, argv, "tenant");
   if (absl::Status entered = EnterSandbox(sandbox); !entered.ok()) {
     std::fprintf(stderr, "hrxd executor (%s): %s\n", tenant.c_str(),

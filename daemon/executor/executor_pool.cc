@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "daemon/executor/executor_main.h"
+#include "daemon/executor/sandbox.h"
 #include "daemon/logging.h"
 #include "shared/refusal.h"
 
@@ -62,14 +63,38 @@ absl::StatusOr<std::unique_ptr<ExecutorPool>> ExecutorPool::Start(
         // held to the pump's rate.
         daemon::Logger("executor")->warn("{}", line);
       });
+  if (options.cgroups) {
+    auto cgroups = ExecutorCgroups::Open();
+    if (cgroups.ok()) {
+      pool->cgroups_ = *std::move(cgroups);
+      daemon::Logger("executor")
+          ->info(
+              "each executor runs in a control group of its own ({}): {} "
+              "tasks, "
+              "{} of memory for a tenant's own",
+              pool->cgroups_->Describe(), kExecutorMaxThreads,
+              options.memory_bytes == 0
+                  ? std::string("no limit")
+                  : absl::StrCat(options.memory_bytes >> 20, " MiB"));
+    } else {
+      daemon::Logger("executor")
+          ->warn("{}", std::string(cgroups.status().message()));
+    }
+  }
+  absl::StatusOr<uint32_t> slot;
   {
     absl::MutexLock lock(&pool->mu_);
     Executor& shared = pool->executors_[kSharedKey];
     shared.name = kShared;
-    auto slot = pool->SlotOf(shared);
+    slot = pool->SlotOf(shared);
     if (!slot.ok()) return slot.status();
-    auto launched = pool->Launch(shared.name, *slot);
-    if (!launched.ok()) return launched.status();
+  }
+  // Nothing else runs yet, but Launch waits for the executor: never locked.
+  auto launched = pool->Launch(kShared, *slot);
+  if (!launched.ok()) return launched.status();
+  {
+    absl::MutexLock lock(&pool->mu_);
+    Executor& shared = pool->executors_[kSharedKey];
     Install(shared, *std::move(launched));
     pool->properties_ = shared.backend->properties();
   }
@@ -91,14 +116,14 @@ ExecutorPool::~ExecutorPool() {
 }
 
 absl::StatusOr<uint32_t> ExecutorPool::SlotOf(Executor& executor) {
-  if (options_.uid_base == 0) return 0;  // one user for all: no slots
   if (executor.slot != kNoSlot) return executor.slot;
   if (next_slot_ >= ExecutorOptions::kUidSlots) {
     return Refusal(
         Reason::kExecutorLost,
         absl::StrFormat("the executor of \"%s\" could not start: hrxd has "
-                        "given all %u executor uids from %u out. Fix: restart "
-                        "hrxd (uids are given per executor name for its life).",
+                        "given all %u executor slots (uids from %u, control "
+                        "groups) out. Fix: restart hrxd (slots are given per "
+                        "executor name for its life).",
                         executor.name, ExecutorOptions::kUidSlots,
                         options_.uid_base));
   }
@@ -132,6 +157,19 @@ absl::StatusOr<ExecutorPool::Launched> ExecutorPool::Launch(
       "--groups=" + absl::StrJoin(options_.groups, ","),
       absl::StrCat("--parent=", getpid()),
   };
+  if (cgroups_ != nullptr) {
+    // A tenant's own executor runs its kernels: its memory is capped; the
+    // shared one runs none, and holds every other tenant's buffers.
+    auto procs = cgroups_->Prepare(
+        slot, CgroupLimits{kExecutorMaxThreads,
+                           name == kShared ? 0 : options_.memory_bytes});
+    if (!procs.ok()) {
+      return ExecutorLostStatus(
+          name, absl::StrCat("could not start: its control group: ",
+                             procs.status().message()));
+    }
+    args.push_back("--cgroup_procs=" + absl::StrJoin(*procs, ","));
+  }
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);

@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/core/device_set.h"
+#include "daemon/executor/executor_cgroups.h"
 #include "daemon/executor/executor_log.h"
 #include "daemon/executor/remote_backend.h"
 #include "shared/unique_fd.h"
@@ -47,6 +48,12 @@ struct ExecutorOptions {
   // hrxd's. uid/gid above are then unused.
   uid_t uid_base = 0;
   static constexpr uint32_t kUidSlots = 65536;
+  // Each executor in a control group of its own (ExecutorCgroups) with a
+  // task limit of kExecutorMaxThreads and, for a tenant's own executor,
+  // memory_bytes (0: none). Where hrxd cannot make groups it says why and
+  // runs without them.
+  bool cgroups = false;
+  uint64_t memory_bytes = 0;
   // Work outstanding this long without progress is a hang.
   absl::Duration watchdog = absl::Seconds(kDefaultWatchdogSeconds);
   // A call (allocate, load a kernel) the executor must answer within.
@@ -110,7 +117,8 @@ class ExecutorPool final : public daemon::DeviceSet {
     std::string last_loss;
     // A call is starting it (unlocked); others wait for that one.
     bool launching = false;
-    // Its uid's offset from uid_base (kNoSlot until it first starts).
+    // Its uid's offset from uid_base and its control group's number
+    // (kNoSlot until it first starts).
     uint32_t slot = kNoSlot;
   };
   // The shared executor's name in logs and listings, and its key in
@@ -153,6 +161,8 @@ class ExecutorPool final : public daemon::DeviceSet {
   const ExecutorOptions options_;
   // Every executor's stdout and stderr (set once, by Start).
   std::unique_ptr<ExecutorLogPump> log_pump_;
+  // Their control groups (set once, by Start; null without them).
+  std::unique_ptr<ExecutorCgroups> cgroups_;
   backend::DeviceProperties properties_;
   mutable absl::Mutex mu_;
   std::map<std::string, Executor> executors_ ABSL_GUARDED_BY(mu_);

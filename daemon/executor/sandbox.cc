@@ -1,6 +1,7 @@
 #include "daemon/executor/sandbox.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -21,6 +22,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "daemon/executor/executor_cgroups.h"
 #include "daemon/executor/syscall_policy.h"
 #include "shared/refusal.h"
 
@@ -56,6 +58,17 @@ absl::Status EnterSandbox(const SandboxOptions& options) {
   CloseOtherDescriptors(options.keep_fd);
   const rlimit no_core{0, 0};
   (void)setrlimit(RLIMIT_CORE, &no_core);
+  // Its own task and memory limits, before anything of a tenant's runs.
+  if (absl::Status joined = JoinCgroups(options.cgroup_procs); !joined.ok()) {
+    return joined;
+  }
+  // The first the kernel kills when memory runs out, never hrxd: set while
+  // root, a tenant cannot lower it again (and /proc is read-only to it).
+  if (int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+      fd >= 0) {
+    (void)!write(fd, "1000", 4);
+    close(fd);
+  }
   if (geteuid() == 0 && options.uid != 0) {
     if (setgroups(options.groups.size(), options.groups.data()) != 0) {
       return Failed("setgroups");

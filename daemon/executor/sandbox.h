@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -25,6 +26,9 @@ struct SandboxOptions {
   // The uid is this executor's alone: its process limit (threads; it can
   // make no processes) is then its own, kExecutorMaxThreads.
   bool own_uid = false;
+  // cgroup.procs files of the executor's own groups (ExecutorCgroups),
+  // joined first, while the process still may.
+  std::vector<std::string> cgroup_procs;
 };
 
 // Threads (tasks) an executor with a uid of its own may run.
