@@ -137,24 +137,29 @@ TEST_F(IsolationTest, AFrozenExecutorHoldsUpOnlyItsOwnTenant) {
   ASSERT_GT(own, 0);
   // Frozen as a kernel could freeze it (SIGSTOP): nothing it runs answers.
   ASSERT_EQ(kill(own, SIGSTOP), 0);
-  // The attacker's next stream needs a new queue of its own executor...
-  std::atomic<bool> answered{false};
-  absl::Status created;
-  std::thread waiting([&] {
-    created = attacker->device->CreateStream().status();
-    answered.store(true);
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // The attacker's next streams need new queues of its own executor: far
+  // more calls waiting on it than hrxd has threads serving calls...
+  constexpr int kWaiting = 64;
+  std::atomic<int> answered{0};
+  std::vector<absl::Status> created(kWaiting);
+  std::vector<std::thread> waiting;
+  for (int i = 0; i < kWaiting; ++i) {
+    waiting.emplace_back([&, i] {
+      created[i] = attacker->device->CreateStream().status();
+      answered.fetch_add(1);
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   // ...while a bystander connects, opens a stream (a queue of its own
   // tenant's pool: nothing of the attacker's pool holds it up) and does
   // its rounds.
   Subprocess bystander = StartBystander(/*rounds=*/3);
   ExpectBystanderUnharmed(bystander);
-  EXPECT_FALSE(answered.load())
-      << "the frozen executor answered before it was let go: " << created;
+  EXPECT_EQ(answered.load(), 0)
+      << "the frozen executor answered before it was let go";
   ASSERT_EQ(kill(own, SIGCONT), 0);
-  waiting.join();
-  EXPECT_THAT(created, IsOk());
+  for (std::thread& thread : waiting) thread.join();
+  for (const absl::Status& status : created) EXPECT_THAT(status, IsOk());
 }
 
 TEST_F(IsolationTest, AFrozenExecutorIsFoundByItsPingAndKilled) {

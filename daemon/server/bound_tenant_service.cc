@@ -50,7 +50,7 @@ grpc::ServerUnaryReactor* AdminService::RemoveBoundTenant(
   if (absl::Status allowed = Authorize(*context, Role::kAdmin); !allowed.ok()) {
     return Finish(core_, context, allowed);
   }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = CallReactor(context);
   bound_->Remove(
       request->name(),
       [this, reactor, response](absl::StatusOr<BoundSockets::Removed> removed) {

@@ -7,6 +7,7 @@
 
 #include "daemon/server/decode.h"
 #include "daemon/server/finish.h"
+#include "daemon/server/services_lane.h"
 #include "daemon/server/stream_reactor.h"
 #include "daemon/server/wire_shape.h"
 #include "shared/grpc_status.h"
@@ -58,14 +59,17 @@ grpc::ServerUnaryReactor* SessionsService::OpenSession(
     grpc::CallbackServerContext* context,
     const hrx::v1::OpenSessionRequest* request,
     hrx::v1::OpenSessionResponse* response) {
-  auto identity = Identify(*context, peers_);
-  if (!identity.ok()) return Finish(core_, context, identity.status());
-  auto session = core_.OpenSession(request->client_name(), *identity);
-  if (session.ok()) {
-    FromWire(core_.handles().SealSession(*session),
-             response->mutable_session());
-  }
-  return Finish(core_, context, session.status());
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto identity = Identify(*context, peers_);
+        if (!identity.ok()) return Finish(core_, context, identity.status());
+        auto session = core_.OpenSession(request->client_name(), *identity);
+        if (session.ok()) {
+          FromWire(core_.handles().SealSession(*session),
+                   response->mutable_session());
+        }
+        return Finish(core_, context, session.status());
+      });
 }
 
 grpc::ServerUnaryReactor* SessionsService::CloseSession(
@@ -75,7 +79,7 @@ grpc::ServerUnaryReactor* SessionsService::CloseSession(
   auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = CallReactor(context);
   core_.CloseSession(session,
                      [reactor, response](absl::StatusOr<CloseSummary> summary) {
                        if (summary.ok()) {
@@ -99,52 +103,62 @@ grpc::ServerUnaryReactor* DevicesService::SetQueueCount(
     grpc::CallbackServerContext* context,
     const hrx::v1::SetQueueCountRequest* request,
     hrx::v1::SetQueueCountResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  return Finish(
-      core_, context,
-      core_.admin().SetQueueCount(caller->session(), request->count()));
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        return Finish(
+            core_, context,
+            core_.admin().SetQueueCount(caller->session(), request->count()));
+      });
 }
 
 grpc::ServerUnaryReactor* KernelsService::LoadKernel(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  hrx::v1::LoadKernelRequest request;
-  if (absl::Status parsed = ParseChecked(*raw_request, &request);
-      !parsed.ok()) {
-    return Finish(core_, context, parsed);
-  }
-  const uint64_t session = caller->session();
-  std::optional<backend::KernelSignature> declared;
-  if (request.has_declared()) {
-    auto decoded = DecodeSignature(request.declared());
-    if (!decoded.ok()) return Finish(core_, context, decoded.status());
-    declared = *std::move(decoded);
-  }
-  auto kernel = core_.kernels().Load(session, request.code(), request.entry(),
-                                     declared ? &*declared : nullptr);
-  if (kernel.ok()) {
-    hrx::v1::LoadKernelResponse response;
-    caller->Seal(kernel->handle, response.mutable_kernel());
-    EncodeSignature(kernel->signature, response.mutable_signature());
-    SerializeInto(response, raw_response);
-  }
-  return Finish(core_, context, kernel.status());
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        hrx::v1::LoadKernelRequest request;
+        if (absl::Status parsed = ParseChecked(*raw_request, &request);
+            !parsed.ok()) {
+          return Finish(core_, context, parsed);
+        }
+        const uint64_t session = caller->session();
+        std::optional<backend::KernelSignature> declared;
+        if (request.has_declared()) {
+          auto decoded = DecodeSignature(request.declared());
+          if (!decoded.ok()) return Finish(core_, context, decoded.status());
+          declared = *std::move(decoded);
+        }
+        auto kernel =
+            core_.kernels().Load(session, request.code(), request.entry(),
+                                 declared ? &*declared : nullptr);
+        if (kernel.ok()) {
+          hrx::v1::LoadKernelResponse response;
+          caller->Seal(kernel->handle, response.mutable_kernel());
+          EncodeSignature(kernel->signature, response.mutable_signature());
+          SerializeInto(response, raw_response);
+        }
+        return Finish(core_, context, kernel.status());
+      });
 }
 
 grpc::ServerUnaryReactor* KernelsService::UnloadKernel(
     grpc::CallbackServerContext* context,
     const hrx::v1::UnloadKernelRequest* request,
     hrx::v1::UnloadKernelResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  const uint64_t session = caller->session();
-  auto kernel = caller->Object(request->kernel(), shared::HandleKind::kKernel,
-                               "unload kernel");
-  if (!kernel.ok()) return Finish(core_, context, kernel.status());
-  return Finish(core_, context, core_.kernels().Unload(session, *kernel));
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        const uint64_t session = caller->session();
+        auto kernel = caller->Object(
+            request->kernel(), shared::HandleKind::kKernel, "unload kernel");
+        if (!kernel.ok()) return Finish(core_, context, kernel.status());
+        return Finish(core_, context, core_.kernels().Unload(session, *kernel));
+      });
 }
 
 grpc::ServerUnaryReactor* EventsService::QueryEvent(
@@ -164,7 +178,7 @@ grpc::ServerUnaryReactor* EventsService::SynchronizeEvent(
   auto caller = DecodeCaller(*context, core_, peers_);
   if (!caller.ok()) return Finish(core_, context, caller.status());
   const uint64_t session = caller->session();
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = CallReactor(context);
   core_.events().Synchronize(session, request->event(),
                              FinishLater(core_, reactor));
   return reactor;
@@ -184,179 +198,212 @@ grpc::ServerUnaryReactor* BuffersService::Allocate(
     grpc::CallbackServerContext* context,
     const hrx::v1::AllocateRequest* request,
     hrx::v1::AllocateResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  const uint64_t session = caller->session();
-  const AllocationKind kind =
-      request->placement() == hrx::v1::PLACEMENT_SHARED
-          ? AllocationKind::kShared
-      : request->contents() == hrx::v1::INITIAL_CONTENTS_ZEROED
-          ? AllocationKind::kZeroed
-          : AllocationKind::kDevice;
-  auto stream =
-      caller->OptionalObject(request->has_stream(), request->stream(),
-                             shared::HandleKind::kStream, "allocate stream");
-  if (!stream.ok()) return Finish(core_, context, stream.status());
-  auto buffer =
-      core_.buffers().Allocate(session, request->bytes(), kind, *stream);
-  if (buffer.ok()) {
-    caller->Seal(buffer->handle, response->mutable_buffer());
-    response->set_bytes(buffer->bytes);
-    response->set_allocation_id(buffer->allocation_id);
-  }
-  return Finish(core_, context, buffer.status());
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        const uint64_t session = caller->session();
+        const AllocationKind kind =
+            request->placement() == hrx::v1::PLACEMENT_SHARED
+                ? AllocationKind::kShared
+            : request->contents() == hrx::v1::INITIAL_CONTENTS_ZEROED
+                ? AllocationKind::kZeroed
+                : AllocationKind::kDevice;
+        auto stream = caller->OptionalObject(
+            request->has_stream(), request->stream(),
+            shared::HandleKind::kStream, "allocate stream");
+        if (!stream.ok()) return Finish(core_, context, stream.status());
+        auto buffer =
+            core_.buffers().Allocate(session, request->bytes(), kind, *stream);
+        if (buffer.ok()) {
+          caller->Seal(buffer->handle, response->mutable_buffer());
+          response->set_bytes(buffer->bytes);
+          response->set_allocation_id(buffer->allocation_id);
+        }
+        return Finish(core_, context, buffer.status());
+      });
 }
 
 grpc::ServerUnaryReactor* BuffersService::Free(
     grpc::CallbackServerContext* context, const hrx::v1::FreeRequest* request,
     hrx::v1::FreeResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  const uint64_t session = caller->session();
-  auto buffer = caller->Object(request->buffer(), shared::HandleKind::kBuffer,
-                               "free buffer");
-  if (!buffer.ok()) return Finish(core_, context, buffer.status());
-  return Finish(core_, context, core_.buffers().Free(session, *buffer));
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        const uint64_t session = caller->session();
+        auto buffer = caller->Object(
+            request->buffer(), shared::HandleKind::kBuffer, "free buffer");
+        if (!buffer.ok()) return Finish(core_, context, buffer.status());
+        return Finish(core_, context, core_.buffers().Free(session, *buffer));
+      });
 }
 
 grpc::ServerUnaryReactor* BuffersService::Grant(
     grpc::CallbackServerContext* context, const hrx::v1::GrantRequest* request,
     hrx::v1::GrantResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  auto buffer = caller->Object(request->buffer(), shared::HandleKind::kBuffer,
-                               "grant buffer");
-  if (!buffer.ok()) return Finish(core_, context, buffer.status());
-  auto grant = core_.sharing().Grant(caller->session(), *buffer,
-                                     request->tenant(), request->session());
-  if (grant.ok()) response->set_grant(*grant);
-  return Finish(core_, context, grant.status());
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        auto buffer = caller->Object(
+            request->buffer(), shared::HandleKind::kBuffer, "grant buffer");
+        if (!buffer.ok()) return Finish(core_, context, buffer.status());
+        auto grant = core_.sharing().Grant(
+            caller->session(), *buffer, request->tenant(), request->session());
+        if (grant.ok()) response->set_grant(*grant);
+        return Finish(core_, context, grant.status());
+      });
 }
 
 grpc::ServerUnaryReactor* BuffersService::Import(
     grpc::CallbackServerContext* context, const hrx::v1::ImportRequest* request,
     hrx::v1::ImportResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  auto buffer = core_.sharing().Import(caller->session(), request->grant());
-  if (buffer.ok()) {
-    caller->Seal(buffer->handle, response->mutable_buffer());
-    response->set_bytes(buffer->bytes);
-    response->set_allocation_id(buffer->allocation_id);
-  }
-  return Finish(core_, context, buffer.status());
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        auto buffer =
+            core_.sharing().Import(caller->session(), request->grant());
+        if (buffer.ok()) {
+          caller->Seal(buffer->handle, response->mutable_buffer());
+          response->set_bytes(buffer->bytes);
+          response->set_allocation_id(buffer->allocation_id);
+        }
+        return Finish(core_, context, buffer.status());
+      });
 }
 
 grpc::ServerUnaryReactor* BuffersService::Revoke(
     grpc::CallbackServerContext* context, const hrx::v1::RevokeRequest* request,
     hrx::v1::RevokeResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  return Finish(core_, context,
-                core_.sharing().Revoke(caller->session(), request->grant()));
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        return Finish(
+            core_, context,
+            core_.sharing().Revoke(caller->session(), request->grant()));
+      });
 }
 
 grpc::ServerUnaryReactor* BuffersService::Export(
     grpc::CallbackServerContext* context, const hrx::v1::ExportRequest* request,
     hrx::v1::ExportResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  auto buffer = caller->Object(request->buffer(), shared::HandleKind::kBuffer,
-                               "export buffer");
-  if (!buffer.ok()) return Finish(core_, context, buffer.status());
-  if (request->kind() != hrx::v1::HANDLE_KIND_SHM &&
-      request->kind() != hrx::v1::HANDLE_KIND_DMABUF) {
-    return Finish(
-        core_, context,
-        Refusal(Reason::kBadHandleKind,
-                "export buffer: ask for "
-                "HANDLE_KIND_SHM or HANDLE_KIND_DMABUF. Fix: set kind."));
-  }
-  auto ticket =
-      core_.sharing().Export(caller->session(), *buffer,
-                             request->kind() == hrx::v1::HANDLE_KIND_SHM
-                                 ? backend::ExportKind::kShm
-                                 : backend::ExportKind::kDmaBuf);
-  if (ticket.ok()) {
-    response->set_ticket(ticket->ticket);
-    response->set_fd_socket(fd_socket_);
-    response->set_bytes(ticket->bytes);
-    response->set_offset(ticket->offset);
-    response->set_export_id(ticket->export_id);
-  }
-  return Finish(core_, context, ticket.status());
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        auto buffer = caller->Object(
+            request->buffer(), shared::HandleKind::kBuffer, "export buffer");
+        if (!buffer.ok()) return Finish(core_, context, buffer.status());
+        if (request->kind() != hrx::v1::HANDLE_KIND_SHM &&
+            request->kind() != hrx::v1::HANDLE_KIND_DMABUF) {
+          return Finish(
+              core_, context,
+              Refusal(Reason::kBadHandleKind,
+                      "export buffer: ask for "
+                      "HANDLE_KIND_SHM or HANDLE_KIND_DMABUF. Fix: set kind."));
+        }
+        auto ticket =
+            core_.sharing().Export(caller->session(), *buffer,
+                                   request->kind() == hrx::v1::HANDLE_KIND_SHM
+                                       ? backend::ExportKind::kShm
+                                       : backend::ExportKind::kDmaBuf);
+        if (ticket.ok()) {
+          response->set_ticket(ticket->ticket);
+          response->set_fd_socket(fd_socket_);
+          response->set_bytes(ticket->bytes);
+          response->set_offset(ticket->offset);
+          response->set_export_id(ticket->export_id);
+        }
+        return Finish(core_, context, ticket.status());
+      });
 }
 
 grpc::ServerUnaryReactor* BuffersService::ReleaseExport(
     grpc::CallbackServerContext* context,
     const hrx::v1::ReleaseExportRequest* request,
     hrx::v1::ReleaseExportResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  return Finish(
-      core_, context,
-      core_.sharing().ReleaseExport(caller->session(), request->export_id()));
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        return Finish(core_, context,
+                      core_.sharing().ReleaseExport(caller->session(),
+                                                    request->export_id()));
+      });
 }
 
 grpc::ServerUnaryReactor* StreamsService::CreateStream(
     grpc::CallbackServerContext* context,
     const hrx::v1::CreateStreamRequest* request,
     hrx::v1::CreateStreamResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  const uint64_t session = caller->session();
-  auto stream = core_.commands().CreateStream(session);
-  if (stream.ok()) {
-    caller->Seal(stream->handle, response->mutable_stream());
-    response->set_queue(stream->queue);
-  }
-  return Finish(core_, context, stream.status());
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        const uint64_t session = caller->session();
+        auto stream = core_.commands().CreateStream(session);
+        if (stream.ok()) {
+          caller->Seal(stream->handle, response->mutable_stream());
+          response->set_queue(stream->queue);
+        }
+        return Finish(core_, context, stream.status());
+      });
 }
 
 grpc::ServerUnaryReactor* StreamsService::DestroyStream(
     grpc::CallbackServerContext* context,
     const hrx::v1::DestroyStreamRequest* request,
     hrx::v1::DestroyStreamResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  const uint64_t session = caller->session();
-  auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
-                               "destroy stream");
-  if (!stream.ok()) return Finish(core_, context, stream.status());
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  core_.commands().DestroyStream(session, *stream, FinishLater(core_, reactor));
-  return reactor;
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        const uint64_t session = caller->session();
+        auto stream = caller->Object(
+            request->stream(), shared::HandleKind::kStream, "destroy stream");
+        if (!stream.ok()) return Finish(core_, context, stream.status());
+        grpc::ServerUnaryReactor* reactor = CallReactor(context);
+        core_.commands().DestroyStream(session, *stream,
+                                       FinishLater(core_, reactor));
+        return reactor;
+      });
 }
 
 grpc::ServerUnaryReactor* StreamsService::Submit(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  hrx::v1::SubmitRequest request;
-  if (absl::Status parsed = ParseChecked(*raw_request, &request);
-      !parsed.ok()) {
-    return Finish(core_, context, parsed);
-  }
-  const uint64_t session = caller->session();
-  auto stream = caller->Object(request.stream(), shared::HandleKind::kStream,
-                               "submit stream");
-  if (!stream.ok()) return Finish(core_, context, stream.status());
-  auto commands = caller->Commands(request.commands());
-  if (!commands.ok()) return Finish(core_, context, commands.status());
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  core_.commands().Submit(
-      session, *stream, *std::move(commands), SubmitErrors::kReturn,
-      [this, reactor, raw_response](absl::StatusOr<size_t> enqueued) {
-        if (enqueued.ok()) {
-          hrx::v1::SubmitResponse response;
-          response.set_enqueued(*enqueued);
-          SerializeInto(response, raw_response);
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        hrx::v1::SubmitRequest request;
+        if (absl::Status parsed = ParseChecked(*raw_request, &request);
+            !parsed.ok()) {
+          return Finish(core_, context, parsed);
         }
-        core_.refusals().Count(enqueued.status());
-        reactor->Finish(ToGrpcStatus(enqueued.status()));
+        const uint64_t session = caller->session();
+        auto stream = caller->Object(
+            request.stream(), shared::HandleKind::kStream, "submit stream");
+        if (!stream.ok()) return Finish(core_, context, stream.status());
+        auto commands = caller->Commands(request.commands());
+        if (!commands.ok()) return Finish(core_, context, commands.status());
+        grpc::ServerUnaryReactor* reactor = CallReactor(context);
+        core_.commands().Submit(
+            session, *stream, *std::move(commands), SubmitErrors::kReturn,
+            [this, reactor, raw_response](absl::StatusOr<size_t> enqueued) {
+              if (enqueued.ok()) {
+                hrx::v1::SubmitResponse response;
+                response.set_enqueued(*enqueued);
+                SerializeInto(response, raw_response);
+              }
+              core_.refusals().Count(enqueued.status());
+              reactor->Finish(ToGrpcStatus(enqueued.status()));
+            });
+        return reactor;
       });
-  return reactor;
 }
 
 grpc::ServerUnaryReactor* StreamsService::Synchronize(
@@ -369,7 +416,7 @@ grpc::ServerUnaryReactor* StreamsService::Synchronize(
   auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
                                "synchronize stream");
   if (!stream.ok()) return Finish(core_, context, stream.status());
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = CallReactor(context);
   core_.commands().Synchronize(session, *stream, FinishLater(core_, reactor));
   return reactor;
 }
@@ -398,25 +445,29 @@ grpc::ServerUnaryReactor* StreamsService::Read(
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 StreamsService::Open(grpc::CallbackServerContext* context) {
-  return new StreamReactor(core_, DecodeCaller(*context, core_, peers_));
+  return new StreamReactor(core_, DecodeCaller(*context, core_, peers_),
+                           LaneOf(*context, peers_));
 }
 
 grpc::ServerUnaryReactor* StreamsService::OpenRing(
     grpc::CallbackServerContext* context, const hrx::v1::OpenRingRequest*,
     hrx::v1::OpenRingResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  auto peer = Identify(*context, peers_);
-  if (!peer.ok()) return Finish(core_, context, peer.status());
-  auto opened = rings_.Open(*caller, *peer);
-  if (opened.ok()) {
-    caller->Seal(opened->stream, response->mutable_stream());
-    response->set_queue(opened->queue);
-    response->set_ticket(opened->ticket);
-    response->set_fd_socket(fd_socket_);
-    response->set_region_bytes(opened->region_bytes);
-  }
-  return Finish(core_, context, opened.status());
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        auto peer = Identify(*context, peers_);
+        if (!peer.ok()) return Finish(core_, context, peer.status());
+        auto opened = rings_.Open(*caller, *peer);
+        if (opened.ok()) {
+          caller->Seal(opened->stream, response->mutable_stream());
+          response->set_queue(opened->queue);
+          response->set_ticket(opened->ticket);
+          response->set_fd_socket(fd_socket_);
+          response->set_region_bytes(opened->region_bytes);
+        }
+        return Finish(core_, context, opened.status());
+      });
 }
 
 grpc::ServerUnaryReactor* StreamsService::Poll(
@@ -506,40 +557,48 @@ namespace hrx::daemon {
 grpc::ServerUnaryReactor* GraphsService::CreateExec(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  hrx::v1::CreateGraphExecRequest request;
-  if (absl::Status parsed = ParseChecked(*raw_request, &request);
-      !parsed.ok()) {
-    return Finish(core_, context, parsed);
-  }
-  auto stream = caller->Object(request.stream(), shared::HandleKind::kStream,
-                               "finish graph stream");
-  if (!stream.ok()) return Finish(core_, context, stream.status());
-  auto spec = caller->Graph(request);
-  if (!spec.ok()) return Finish(core_, context, spec.status());
-  auto exec =
-      core_.graphs().CreateExec(caller->session(), *stream, *std::move(spec));
-  if (exec.ok()) {
-    hrx::v1::CreateGraphExecResponse response;
-    caller->Seal(exec->handle, response.mutable_exec());
-    response.set_binding_bytes(exec->binding_bytes);
-    SerializeInto(response, raw_response);
-  }
-  return Finish(core_, context, exec.status());
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        hrx::v1::CreateGraphExecRequest request;
+        if (absl::Status parsed = ParseChecked(*raw_request, &request);
+            !parsed.ok()) {
+          return Finish(core_, context, parsed);
+        }
+        auto stream =
+            caller->Object(request.stream(), shared::HandleKind::kStream,
+                           "finish graph stream");
+        if (!stream.ok()) return Finish(core_, context, stream.status());
+        auto spec = caller->Graph(request);
+        if (!spec.ok()) return Finish(core_, context, spec.status());
+        auto exec = core_.graphs().CreateExec(caller->session(), *stream,
+                                              *std::move(spec));
+        if (exec.ok()) {
+          hrx::v1::CreateGraphExecResponse response;
+          caller->Seal(exec->handle, response.mutable_exec());
+          response.set_binding_bytes(exec->binding_bytes);
+          SerializeInto(response, raw_response);
+        }
+        return Finish(core_, context, exec.status());
+      });
 }
 
 grpc::ServerUnaryReactor* GraphsService::DestroyExec(
     grpc::CallbackServerContext* context,
     const hrx::v1::GraphExecRequest* request,
     hrx::v1::GraphExecResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  auto exec = caller->Object(request->exec(), shared::HandleKind::kGraphExec,
-                             "destroy graph exec");
-  if (!exec.ok()) return Finish(core_, context, exec.status());
-  return Finish(core_, context,
-                core_.graphs().DestroyExec(caller->session(), *exec));
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        auto exec =
+            caller->Object(request->exec(), shared::HandleKind::kGraphExec,
+                           "destroy graph exec");
+        if (!exec.ok()) return Finish(core_, context, exec.status());
+        return Finish(core_, context,
+                      core_.graphs().DestroyExec(caller->session(), *exec));
+      });
 }
 
 grpc::ServerUnaryReactor* GraphsService::ClearFailure(
@@ -670,7 +729,7 @@ grpc::ServerUnaryReactor* AdminService::EvictSession(
   if (absl::Status allowed = Authorize(*context, Role::kAdmin); !allowed.ok()) {
     return Finish(core_, context, allowed);
   }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = CallReactor(context);
   core_.CloseSession(
       request->id(),
       [reactor, response](absl::StatusOr<CloseSummary> summary) {

@@ -1,7 +1,8 @@
 // The hrx.v1 gRPC services: translation only. Each method identifies the
 // caller, decodes the request, calls Core and encodes the reply; any method
 // that waits for the device finishes its reactor from Core's callback, so no
-// gRPC thread blocks on the device.
+// gRPC thread blocks on the device; methods that may wait for an executor's
+// answer run on their caller's call lane (services_lane.h).
 #ifndef HRX_DAEMON_SERVER_SERVICES_H_
 #define HRX_DAEMON_SERVER_SERVICES_H_
 

@@ -3,17 +3,28 @@
 #include <string>
 #include <utility>
 
+#include "daemon/server/call_lanes.h"
 #include "daemon/server/wire_shape.h"
 
 namespace hrx::daemon {
 
-StreamReactor::StreamReactor(Core& core, absl::StatusOr<Caller> caller)
-    : StreamConversation(core) {
+StreamReactor::StreamReactor(Core& core, absl::StatusOr<Caller> caller,
+                             std::string lane)
+    : StreamConversation(core), lane_(std::move(lane)) {
   Start(std::move(caller));
 }
 
 void StreamReactor::OnReadDone(bool ok) {
   if (!ok) return OnRequestsEnded();
+  // Safe to hand on: until this request is handled no read is pending, so
+  // the conversation cannot end (and OnDone cannot come) before it is.
+  if (lane_.empty() ||
+      !CallLanes::ForServer().Run(lane_, [this] { HandleRead(); })) {
+    HandleRead();
+  }
+}
+
+void StreamReactor::HandleRead() {
   request().Clear();
   const absl::Status parsed = ParseChecked(raw_request_, &request());
   raw_request_.Clear();

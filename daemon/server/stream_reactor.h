@@ -10,6 +10,8 @@
 #ifndef HRX_DAEMON_SERVER_STREAM_REACTOR_H_
 #define HRX_DAEMON_SERVER_STREAM_REACTOR_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "daemon/core/core.h"
 #include "daemon/server/decode.h"
@@ -24,8 +26,10 @@ class StreamReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
       public StreamConversation {
  public:
-  // Starts reading at once, or finishes with `caller`'s error.
-  StreamReactor(Core& core, absl::StatusOr<Caller> caller);
+  // Starts reading at once, or finishes with `caller`'s error. Requests are
+  // handled on the caller's call `lane` (call_lanes.h; "" for where they
+  // arrive), since they may wait for its executor.
+  StreamReactor(Core& core, absl::StatusOr<Caller> caller, std::string lane);
 
   // grpc::ServerBidiReactor.
   void OnReadDone(bool ok) override;
@@ -47,6 +51,10 @@ class StreamReactor final
   bool WriteNext(const hrx::v1::StreamReply& reply) override;
   void End(const absl::Status& status) override;
 
+  // Parses and handles the request read into raw_request_.
+  void HandleRead();
+
+  const std::string lane_;
   grpc::ByteBuffer raw_request_;
   grpc::ByteBuffer raw_reply_;  // the write in flight
 };

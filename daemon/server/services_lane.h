@@ -1,0 +1,59 @@
+// OnCallLane: runs a unary handler's body on its caller's call lane
+// (call_lanes.h) instead of the gRPC thread, for handlers that may wait for
+// an executor (allocations, kernel loads, new streams' queues, exports).
+#ifndef HRX_DAEMON_SERVER_SERVICES_LANE_H_
+#define HRX_DAEMON_SERVER_SERVICES_LANE_H_
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/core/core.h"
+#include "daemon/server/call_lanes.h"
+#include "daemon/server/decode.h"
+#include "daemon/server/finish.h"
+#include "daemon/server/peer_registry.h"
+#include "grpcpp/server_context.h"
+
+namespace hrx::daemon {
+
+// The lane of the caller `context` identifies ("" when it is not
+// identified: its work then runs where it arrives, and is refused there).
+inline std::string LaneOf(const grpc::ServerContextBase& context,
+                          const PeerRegistry& peers) {
+  auto identity = Identify(context, peers);
+  if (!identity.ok()) return "";
+  return identity->remote ? "cert:" + identity->certificate_subject
+                          : absl::StrCat("uid:", identity->uid);
+}
+
+// A unary call's reactor that deletes itself when the call is done.
+class LaneReactor final : public grpc::ServerUnaryReactor {
+ public:
+  void OnDone() override { delete this; }
+};
+
+// Runs `body` (which answers through Finish or CallReactor, never through
+// the context's default reactor) on the caller's lane, and returns the
+// reactor it answers on. An unidentified caller is refused on the spot; a
+// call the lanes cannot take runs here, as every call once did.
+template <typename Body>
+grpc::ServerUnaryReactor* OnCallLane(Core& core, const PeerRegistry& peers,
+                                     grpc::CallbackServerContext* context,
+                                     Body body) {
+  auto identity = Identify(*context, peers);
+  if (!identity.ok()) return Finish(core, context, identity.status());
+  auto* reactor = new LaneReactor();
+  auto run = [context, reactor, body = std::move(body)]() mutable {
+    const LaneCall outer = current_lane_call;
+    current_lane_call = LaneCall{context, reactor};
+    (void)body();
+    current_lane_call = outer;
+  };
+  if (!CallLanes::ForServer().Run(LaneOf(*context, peers), run)) run();
+  return reactor;
+}
+
+}  // namespace hrx::daemon
+
+#endif  // HRX_DAEMON_SERVER_SERVICES_LANE_H_
