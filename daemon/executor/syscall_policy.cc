@@ -162,6 +162,7 @@ const std::vector<SyscallRule>& ExecutorSyscallPolicy() {
       HRX_RULE(rt_sigreturn, kAllow),
       HRX_RULE(rt_sigpending, kAllow),
       HRX_RULE(rt_sigsuspend, kAllow),
+      HRX_RULE(pause, kAllow),  // as rt_sigsuspend; refused, a wait spins
       HRX_RULE(rt_sigtimedwait, kAllow),
       HRX_RULE(sigaltstack, kAllow),
       HRX_RULE(kill, kSelf),
