@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -117,6 +118,9 @@ absl::StatusOr<OpenedRing> RingRegistry::Open(const Caller& caller,
   std::unique_ptr<RingStream> ring(
       new RingStream(core_, *this, RingStream::Region{mapped.base, bytes},
                      std::move(charge), tenant));
+  HRX_RETURN_IF_ERROR(ring->PrepareThread());
+  // From here, a ring that will not run lets its waiting thread go.
+  absl::Cleanup abandon = [&ring] { ring->Abandon(); };
   HRX_ASSIGN_OR_RETURN(StreamInfo stream,
                        core_.commands().CreateStream(caller.session()));
   absl::StatusOr<std::string> ticket =
@@ -126,6 +130,7 @@ absl::StatusOr<OpenedRing> RingRegistry::Open(const Caller& caller,
                                    [](absl::Status) {});
     return ticket.status();
   }
+  std::move(abandon).Cancel();
   RingStream* started = ring.get();
   {
     absl::MutexLock lock(&mu_);
@@ -189,9 +194,32 @@ RingStream::RingStream(Core& core, RingRegistry& registry, Region region,
 
 RingStream::~RingStream() { munmap(region_.base, region_.bytes); }
 
+absl::Status RingStream::PrepareThread() {
+  try {
+    thread_ = std::thread([this] {
+      go_.WaitForNotification();
+      if (!abandoned_) Serve();
+    });
+  } catch (const std::system_error& error) {
+    return Refusal(
+        Reason::kTooManyRings,
+        absl::StrFormat("open ring: hrxd could not start the ring's thread "
+                        "(%s). Fix: use Streams.Open (libhrx does so by "
+                        "itself), or close other rings.",
+                        error.what()));
+  }
+  return absl::OkStatus();
+}
+
+void RingStream::Abandon() {
+  abandoned_ = true;
+  go_.Notify();
+  thread_.join();
+}
+
 void RingStream::Run(const Caller& caller, uint64_t stream) {
   Start(caller, stream);
-  thread_ = std::thread([this] { Serve(); });
+  go_.Notify();
   thread_.detach();  // it ends by handing the ring back to the registry
 }
 

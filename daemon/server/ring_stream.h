@@ -30,6 +30,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "daemon/core/core.h"
 #include "daemon/server/decode.h"
@@ -132,9 +133,18 @@ class RingStream final : public StreamConversation {
     return *static_cast<shared::RingHeader*>(region_.base);
   }
 
-  // Starts the conversation on `stream` and the serving thread.
+  // Starts the serving thread, waiting for Run (or Abandon) to let it go:
+  // taken before the ring's stream exists, so that a machine out of
+  // threads refuses the ring instead of failing after it was set up.
+  absl::Status PrepareThread();
+  // The ring will not run: the waiting thread ends (joined).
+  void Abandon();
+  // Starts the conversation on `stream` and lets the serving thread go.
   void Run(const Caller& caller, uint64_t stream);
   void Serve();
+  // Set before go_ is notified: Run's (false) or Abandon's (true) word.
+  bool abandoned_ = false;
+  absl::Notification go_;
   // One pass over the ring; true when it did anything.
   bool ServeOnce();
   // Asks the serving thread to stop: the conversation is cancelled and its
