@@ -17,14 +17,18 @@
 
 namespace hrx::daemon {
 
+// The lane of a caller: its uid, or its certificate's subject.
+inline std::string LaneOf(const PeerIdentity& identity) {
+  return identity.remote ? "cert:" + identity.certificate_subject
+                         : absl::StrCat("uid:", identity.uid);
+}
+
 // The lane of the caller `context` identifies ("" when it is not
 // identified: its work then runs where it arrives, and is refused there).
 inline std::string LaneOf(const grpc::ServerContextBase& context,
                           const PeerRegistry& peers) {
   auto identity = Identify(context, peers);
-  if (!identity.ok()) return "";
-  return identity->remote ? "cert:" + identity->certificate_subject
-                          : absl::StrCat("uid:", identity->uid);
+  return identity.ok() ? LaneOf(*identity) : "";
 }
 
 // A unary call's reactor that deletes itself when the call is done.
@@ -50,7 +54,7 @@ grpc::ServerUnaryReactor* OnCallLane(Core& core, const PeerRegistry& peers,
     (void)body();
     current_lane_call = outer;
   };
-  if (!CallLanes::ForServer().Run(LaneOf(*context, peers), run)) run();
+  if (!CallLanes::ForServer().Run(LaneOf(*identity), run)) run();
   return reactor;
 }
 
