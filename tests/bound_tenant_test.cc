@@ -6,7 +6,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <csignal>
 #include <fstream>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,7 +22,9 @@
 #include "client/internal/connection.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hrx/client.h"
 #include "hrx/v1/admin.grpc.pb.h"
+#include "shared/status_macros.h"
 #include "shared/status_matchers.h"
 #include "tests/container.h"
 #include "tests/subprocess.h"
@@ -39,9 +45,11 @@ class BoundTenantTest : public ::testing::Test {
     StartDaemon();
   }
 
-  void StartDaemon() {
-    auto daemon = TestDaemon::Start(
-        {"--socket_mode=0666", "--max_bound_tenants=3"}, dir_);
+  void StartDaemon(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> flags = {"--socket_mode=0666",
+                                      "--max_bound_tenants=3"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    auto daemon = TestDaemon::Start(flags, dir_);
     ASSERT_THAT(daemon.status(), IsOk());
     daemon_ = *std::move(daemon);
   }
@@ -450,6 +458,69 @@ TEST_F(BoundTenantTest, PodsSharingAUidDoNotShareThePerUidConnectionSlots) {
   EXPECT_THAT(
       Run(daemon_->socket_path(), 1000, "budget_edge", {"--bytes=4096"}).out,
       HasSubstr("exact: OK"));
+}
+
+TEST_F(BoundTenantTest, AFrozenExecutorOfOnePodHoldsUpNoOtherPodOfItsUid) {
+  // Pods of different tenants often run as the same uid (root here). Calls
+  // that wait for an executor are served per caller identity; for a pod
+  // that identity is its tenant, never its uid. Limits far beyond the test:
+  // only the test lets the frozen executor go.
+  daemon_.reset();
+  StartDaemon({"--executor_watchdog_ms=600000", "--executor_hang_ms=600000"});
+  auto frozen_pod = Create("frozen", 1 << 20, {}, /*load_kernels=*/true);
+  auto other_pod = Create("other", 1 << 20);
+  ASSERT_THAT(frozen_pod.status(), IsOk());
+  ASSERT_THAT(other_pod.status(), IsOk());
+  auto attacker = Client::Connect(frozen_pod->socket_path(), "attacker");
+  ASSERT_THAT(attacker.status(), IsOk());
+  auto device = (*attacker)->OpenDevice(0);
+  ASSERT_THAT(device.status(), IsOk());
+  ASSERT_THAT(device->CreateStream().status(), IsOk());
+  const pid_t own = ExecutorPid(daemon_->process().pid(), "frozen");
+  ASSERT_GT(own, 0) << "the pod has no executor of its own";
+  ASSERT_EQ(kill(own, SIGSTOP), 0);
+  // Each new stream needs a queue of the frozen executor: more waiting
+  // calls than a caller's lane has threads, the rest queued behind them.
+  constexpr int kWaiting = 16;
+  std::atomic<int> answered{0};
+  std::vector<std::thread> waiting;
+  for (int i = 0; i < kWaiting; ++i) {
+    waiting.emplace_back([&] {
+      (void)device->CreateStream();
+      answered.fetch_add(1);
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The other pod, root too, connects and round-trips its bytes.
+  std::future<absl::Status> bystander =
+      std::async(std::launch::async, [&]() -> absl::Status {
+        auto client = Client::Connect(other_pod->socket_path(), "bystander");
+        if (!client.ok()) return client.status();
+        auto other = (*client)->OpenDevice(0);
+        if (!other.ok()) return other.status();
+        auto stream = other->CreateStream();
+        if (!stream.ok()) return stream.status();
+        auto buffer = stream->Allocate(4096);
+        if (!buffer.ok()) return buffer.status();
+        std::vector<uint8_t> sent(4096);
+        for (size_t i = 0; i < sent.size(); ++i) sent[i] = uint8_t(i * 7 + 1);
+        HRX_RETURN_IF_ERROR(stream->UploadBlocking(buffer->Binding(), sent));
+        std::vector<uint8_t> got(sent.size());
+        HRX_RETURN_IF_ERROR(stream->ReadBlocking(buffer->Binding(), got));
+        if (got != sent) return absl::DataLossError("bytes changed");
+        return absl::OkStatus();
+      });
+  // A liveness bound, not a timing one: the frozen executor is let go
+  // either way, so a held-up bystander ends (and fails) instead of hanging.
+  const bool finished =
+      bystander.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  EXPECT_TRUE(finished) << "the other pod was held up by the frozen executor";
+  EXPECT_EQ(answered.load(), 0)
+      << "the frozen executor answered before it was let go";
+  ASSERT_EQ(kill(own, SIGCONT), 0);
+  EXPECT_THAT(bystander.get(), IsOk());
+  for (std::thread& thread : waiting) thread.join();
+  EXPECT_EQ(answered.load(), kWaiting);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "daemon/server/decode.h"
 #include "daemon/server/finish.h"
 #include "daemon/server/services.h"
+#include "daemon/server/services_lane.h"
 #include "shared/grpc_status.h"
 
 namespace hrx::daemon {
@@ -33,63 +34,81 @@ grpc::ServerUnaryReactor* AdminService::CreateBoundTenant(
     grpc::CallbackServerContext* context,
     const hrx::v1::CreateBoundTenantRequest* request,
     hrx::v1::CreateBoundTenantResponse* response) {
-  if (absl::Status allowed = Authorize(*context, Role::kAdmin); !allowed.ok()) {
-    return Finish(core_, context, allowed);
-  }
-  absl::StatusOr<BoundTenantSummary> created =
-      bound_->Create(request->name(), LimitsFromBudget(request->budget()),
-                     request->load_kernels(), LabelsOf(request->labels()));
-  if (created.ok()) EncodeBoundTenant(*created, response->mutable_tenant());
-  return Finish(core_, context, created.status());
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        if (absl::Status allowed = Authorize(*context, Role::kAdmin);
+            !allowed.ok()) {
+          return Finish(core_, context, allowed);
+        }
+        absl::StatusOr<BoundTenantSummary> created = bound_->Create(
+            request->name(), LimitsFromBudget(request->budget()),
+            request->load_kernels(), LabelsOf(request->labels()));
+        if (created.ok())
+          EncodeBoundTenant(*created, response->mutable_tenant());
+        return Finish(core_, context, created.status());
+      });
 }
 
 grpc::ServerUnaryReactor* AdminService::RemoveBoundTenant(
     grpc::CallbackServerContext* context,
     const hrx::v1::RemoveBoundTenantRequest* request,
     hrx::v1::RemoveBoundTenantResponse* response) {
-  if (absl::Status allowed = Authorize(*context, Role::kAdmin); !allowed.ok()) {
-    return Finish(core_, context, allowed);
-  }
-  grpc::ServerUnaryReactor* reactor = CallReactor(context);
-  bound_->Remove(
-      request->name(),
-      [this, reactor, response](absl::StatusOr<BoundSockets::Removed> removed) {
-        if (removed.ok()) {
-          response->set_closed_sessions(removed->sessions);
-          response->set_closed_connections(removed->connections);
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        if (absl::Status allowed = Authorize(*context, Role::kAdmin);
+            !allowed.ok()) {
+          return Finish(core_, context, allowed);
         }
-        core_.refusals().Count(removed.status());
-        reactor->Finish(shared::ToGrpcStatus(removed.status()));
+        grpc::ServerUnaryReactor* reactor = CallReactor(context);
+        bound_->Remove(
+            request->name(),
+            [this, reactor,
+             response](absl::StatusOr<BoundSockets::Removed> removed) {
+              if (removed.ok()) {
+                response->set_closed_sessions(removed->sessions);
+                response->set_closed_connections(removed->connections);
+              }
+              core_.refusals().Count(removed.status());
+              reactor->Finish(shared::ToGrpcStatus(removed.status()));
+            });
+        return reactor;
       });
-  return reactor;
 }
 
 grpc::ServerUnaryReactor* AdminService::ListBoundTenants(
     grpc::CallbackServerContext* context,
     const hrx::v1::ListBoundTenantsRequest* request,
     hrx::v1::ListBoundTenantsResponse* response) {
-  if (absl::Status allowed = Authorize(*context, Role::kObserver);
-      !allowed.ok()) {
-    return Finish(core_, context, allowed);
-  }
-  for (const BoundTenantSummary& bound : core_.admin().ListBoundTenants()) {
-    EncodeBoundTenant(bound, response->add_tenants());
-  }
-  response->set_tenant_socket_dir(bound_->options().root);
-  response->set_max_bound_tenants(bound_->options().max_bound_tenants);
-  return Finish(core_, context, absl::OkStatus());
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        if (absl::Status allowed = Authorize(*context, Role::kObserver);
+            !allowed.ok()) {
+          return Finish(core_, context, allowed);
+        }
+        for (const BoundTenantSummary& bound :
+             core_.admin().ListBoundTenants()) {
+          EncodeBoundTenant(bound, response->add_tenants());
+        }
+        response->set_tenant_socket_dir(bound_->options().root);
+        response->set_max_bound_tenants(bound_->options().max_bound_tenants);
+        return Finish(core_, context, absl::OkStatus());
+      });
 }
 
 grpc::ServerUnaryReactor* AdminService::SetBoundTenantLabels(
     grpc::CallbackServerContext* context,
     const hrx::v1::SetBoundTenantLabelsRequest* request,
     hrx::v1::SetBoundTenantLabelsResponse* response) {
-  if (absl::Status allowed = Authorize(*context, Role::kAdmin); !allowed.ok()) {
-    return Finish(core_, context, allowed);
-  }
-  return Finish(core_, context,
-                core_.admin().SetBoundTenantLabels(
-                    request->name(), LabelsOf(request->labels())));
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        if (absl::Status allowed = Authorize(*context, Role::kAdmin);
+            !allowed.ok()) {
+          return Finish(core_, context, allowed);
+        }
+        return Finish(core_, context,
+                      core_.admin().SetBoundTenantLabels(
+                          request->name(), LabelsOf(request->labels())));
+      });
 }
 
 }  // namespace hrx::daemon

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -18,16 +19,6 @@ namespace hrx::daemon {
 namespace {
 
 using ::hrx::shared::ToGrpcStatus;
-
-// A unary reactor that keeps a charge until the call is done.
-class HoldingReactor final : public grpc::ServerUnaryReactor {
- public:
-  explicit HoldingReactor(ChargeRef hold) : hold_(std::move(hold)) {}
-  void OnDone() override { delete this; }
-
- private:
-  ChargeRef hold_;
-};
 
 // A completion for Core's asynchronous methods that finishes the call.
 DoneCallback FinishLater(Core& core, grpc::ServerUnaryReactor* reactor) {
@@ -76,19 +67,22 @@ grpc::ServerUnaryReactor* SessionsService::CloseSession(
     grpc::CallbackServerContext* context,
     const hrx::v1::CloseSessionRequest* request,
     hrx::v1::CloseSessionResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  const uint64_t session = caller->session();
-  grpc::ServerUnaryReactor* reactor = CallReactor(context);
-  core_.CloseSession(session,
-                     [reactor, response](absl::StatusOr<CloseSummary> summary) {
-                       if (summary.ok()) {
-                         response->set_freed_buffers(summary->freed_buffers);
-                         response->set_freed_streams(summary->freed_streams);
-                       }
-                       reactor->Finish(ToGrpcStatus(summary.status()));
-                     });
-  return reactor;
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        const uint64_t session = caller->session();
+        grpc::ServerUnaryReactor* reactor = CallReactor(context);
+        core_.CloseSession(
+            session, [reactor, response](absl::StatusOr<CloseSummary> summary) {
+              if (summary.ok()) {
+                response->set_freed_buffers(summary->freed_buffers);
+                response->set_freed_streams(summary->freed_streams);
+              }
+              reactor->Finish(ToGrpcStatus(summary.status()));
+            });
+        return reactor;
+      });
 }
 
 grpc::ServerUnaryReactor* DevicesService::GetDeviceInfo(
@@ -164,34 +158,44 @@ grpc::ServerUnaryReactor* KernelsService::UnloadKernel(
 grpc::ServerUnaryReactor* EventsService::QueryEvent(
     grpc::CallbackServerContext* context, const hrx::v1::EventRequest* request,
     hrx::v1::QueryEventResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  const uint64_t session = caller->session();
-  auto complete = core_.events().Query(session, request->event());
-  if (complete.ok()) response->set_complete(*complete);
-  return Finish(core_, context, complete.status());
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        const uint64_t session = caller->session();
+        auto complete = core_.events().Query(session, request->event());
+        if (complete.ok()) response->set_complete(*complete);
+        return Finish(core_, context, complete.status());
+      });
 }
 
 grpc::ServerUnaryReactor* EventsService::SynchronizeEvent(
     grpc::CallbackServerContext* context, const hrx::v1::EventRequest* request,
     hrx::v1::SynchronizeEventResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  const uint64_t session = caller->session();
-  grpc::ServerUnaryReactor* reactor = CallReactor(context);
-  core_.events().Synchronize(session, request->event(),
-                             FinishLater(core_, reactor));
-  return reactor;
+  return OnCallLane(core_, peers_, context,
+                    [=, this]() -> grpc::ServerUnaryReactor* {
+                      auto caller = DecodeCaller(*context, core_, peers_);
+                      if (!caller.ok())
+                        return Finish(core_, context, caller.status());
+                      const uint64_t session = caller->session();
+                      grpc::ServerUnaryReactor* reactor = CallReactor(context);
+                      core_.events().Synchronize(session, request->event(),
+                                                 FinishLater(core_, reactor));
+                      return reactor;
+                    });
 }
 
 grpc::ServerUnaryReactor* EventsService::ReleaseEvent(
     grpc::CallbackServerContext* context, const hrx::v1::EventRequest* request,
     hrx::v1::ReleaseEventResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  const uint64_t session = caller->session();
-  return Finish(core_, context,
-                core_.events().Release(session, request->event()));
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        const uint64_t session = caller->session();
+        return Finish(core_, context,
+                      core_.events().Release(session, request->event()));
+      });
 }
 
 grpc::ServerUnaryReactor* BuffersService::Allocate(
@@ -410,37 +414,46 @@ grpc::ServerUnaryReactor* StreamsService::Synchronize(
     grpc::CallbackServerContext* context,
     const hrx::v1::SynchronizeRequest* request,
     hrx::v1::SynchronizeResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  const uint64_t session = caller->session();
-  auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
-                               "synchronize stream");
-  if (!stream.ok()) return Finish(core_, context, stream.status());
-  grpc::ServerUnaryReactor* reactor = CallReactor(context);
-  core_.commands().Synchronize(session, *stream, FinishLater(core_, reactor));
-  return reactor;
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        const uint64_t session = caller->session();
+        auto stream =
+            caller->Object(request->stream(), shared::HandleKind::kStream,
+                           "synchronize stream");
+        if (!stream.ok()) return Finish(core_, context, stream.status());
+        grpc::ServerUnaryReactor* reactor = CallReactor(context);
+        core_.commands().Synchronize(session, *stream,
+                                     FinishLater(core_, reactor));
+        return reactor;
+      });
 }
 
 grpc::ServerUnaryReactor* StreamsService::Read(
     grpc::CallbackServerContext* context, const hrx::v1::ReadRequest* request,
     hrx::v1::ReadResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  const uint64_t session = caller->session();
-  auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
-                               "read stream");
-  if (!stream.ok()) return Finish(core_, context, stream.status());
-  auto src = caller->View(request->src(), "read src");
-  if (!src.ok()) return Finish(core_, context, src.status());
-  // The tenant's reply_bytes ceiling holds until the call is done (the
-  // client has taken the reply, or the call ended).
-  auto hold = core_.commands().ReserveReplyBytes(session, src->length);
-  if (!hold.ok()) return Finish(core_, context, hold.status());
-  auto* reactor = new HoldingReactor(*std::move(hold));
-  // The response outlives the read: gRPC keeps it until Finish.
-  core_.commands().Read(session, *stream, *src, response->mutable_data(),
-                        FinishLater(core_, reactor));
-  return reactor;
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        const uint64_t session = caller->session();
+        auto stream = caller->Object(
+            request->stream(), shared::HandleKind::kStream, "read stream");
+        if (!stream.ok()) return Finish(core_, context, stream.status());
+        auto src = caller->View(request->src(), "read src");
+        if (!src.ok()) return Finish(core_, context, src.status());
+        // The tenant's reply_bytes ceiling holds until the call is done (the
+        // client has taken the reply, or the call ended).
+        auto hold = core_.commands().ReserveReplyBytes(session, src->length);
+        if (!hold.ok()) return Finish(core_, context, hold.status());
+        KeepUntilDone(context, std::make_shared<ChargeRef>(*std::move(hold)));
+        grpc::ServerUnaryReactor* reactor = CallReactor(context);
+        // The response outlives the read: gRPC keeps it until Finish.
+        core_.commands().Read(session, *stream, *src, response->mutable_data(),
+                              FinishLater(core_, reactor));
+        return reactor;
+      });
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
@@ -473,81 +486,97 @@ grpc::ServerUnaryReactor* StreamsService::OpenRing(
 grpc::ServerUnaryReactor* StreamsService::Poll(
     grpc::CallbackServerContext* context, const hrx::v1::PollRequest* request,
     hrx::v1::PollResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  const uint64_t session = caller->session();
-  auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
-                               "poll stream");
-  if (!stream.ok()) return Finish(core_, context, stream.status());
-  auto complete = core_.commands().Poll(session, *stream);
-  if (complete.ok()) response->set_complete(*complete);
-  return Finish(core_, context, complete.status());
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        const uint64_t session = caller->session();
+        auto stream = caller->Object(
+            request->stream(), shared::HandleKind::kStream, "poll stream");
+        if (!stream.ok()) return Finish(core_, context, stream.status());
+        auto complete = core_.commands().Poll(session, *stream);
+        if (complete.ok()) response->set_complete(*complete);
+        return Finish(core_, context, complete.status());
+      });
 }
 
 grpc::ServerUnaryReactor* StreamsService::GetStreamStats(
     grpc::CallbackServerContext* context,
     const hrx::v1::StreamStatsRequest* request,
     hrx::v1::StreamStatsResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  const uint64_t session = caller->session();
-  auto stream = caller->Object(request->stream(), shared::HandleKind::kStream,
-                               "stream stats");
-  if (!stream.ok()) return Finish(core_, context, stream.status());
-  auto stats = core_.commands().GetStreamStats(session, *stream);
-  if (stats.ok()) {
-    response->set_queue(stats->queue);
-    response->set_published_fence(stats->published_fence);
-    response->set_completed_fence(stats->completed_fence);
-    for (uint64_t id : stats->pending_staging_ids) {
-      response->add_pending_staging_ids(id);
-    }
-    response->set_pending_staging_bytes(stats->pending_staging_bytes);
-    for (uint64_t id : stats->completed_staging_ids) {
-      response->add_completed_staging_ids(id);
-    }
-    EncodeCounters(stats->upload_staging, response->mutable_upload_staging());
-    EncodeCounters(stats->dispatch_cache, response->mutable_dispatch_cache());
-    EncodeCounters(stats->transfer_cache, response->mutable_transfer_cache());
-  }
-  return Finish(core_, context, stats.status());
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        const uint64_t session = caller->session();
+        auto stream = caller->Object(
+            request->stream(), shared::HandleKind::kStream, "stream stats");
+        if (!stream.ok()) return Finish(core_, context, stream.status());
+        auto stats = core_.commands().GetStreamStats(session, *stream);
+        if (stats.ok()) {
+          response->set_queue(stats->queue);
+          response->set_published_fence(stats->published_fence);
+          response->set_completed_fence(stats->completed_fence);
+          for (uint64_t id : stats->pending_staging_ids) {
+            response->add_pending_staging_ids(id);
+          }
+          response->set_pending_staging_bytes(stats->pending_staging_bytes);
+          for (uint64_t id : stats->completed_staging_ids) {
+            response->add_completed_staging_ids(id);
+          }
+          EncodeCounters(stats->upload_staging,
+                         response->mutable_upload_staging());
+          EncodeCounters(stats->dispatch_cache,
+                         response->mutable_dispatch_cache());
+          EncodeCounters(stats->transfer_cache,
+                         response->mutable_transfer_cache());
+        }
+        return Finish(core_, context, stats.status());
+      });
 }
 
 grpc::ServerUnaryReactor* DaemonStatusService::GetStatus(
     grpc::CallbackServerContext* context,
     const hrx::v1::GetStatusRequest* request,
     hrx::v1::GetStatusResponse* response) {
-  auto identity = Identify(*context, peers_);
-  if (!identity.ok()) return Finish(core_, context, identity.status());
-  if (absl::Status known = core_.admin().RequireKnownCaller(*identity);
-      !known.ok()) {
-    return Finish(core_, context, known);
-  }
-  const CoreStatus status = core_.admin().status();
-  EncodeDeviceInfo(status.device, response->mutable_device());
-  response->set_version(shared::kVersion);
-  response->set_pid(static_cast<uint32_t>(getpid()));
-  response->set_uptime_seconds(status.uptime_seconds);
-  response->set_sessions(status.sessions);
-  response->set_streams(status.streams);
-  response->set_buffers(status.buffers);
-  response->set_bytes_in_use(status.bytes_in_use);
-  response->set_commands_submitted(status.commands_submitted);
-  response->set_kernels(status.kernels);
-  response->set_events(status.events);
-  response->set_queues_created(status.queues_created);
-  for (backend::ExportKind kind : core_.admin().export_kinds()) {
-    response->add_handle_kinds(kind == backend::ExportKind::kShm ? "shm"
-                                                                 : "dmabuf");
-  }
-  EncodeCounters(status.dispatch_cache, response->mutable_dispatch_cache());
-  EncodeCounters(status.transfer_cache, response->mutable_transfer_cache());
-  EncodeCounters(status.allocation_pool, response->mutable_allocation_pool());
-  EncodeCounters(status.staging_pool, response->mutable_staging_pool());
-  EncodeCounters(status.upload_staging, response->mutable_upload_staging());
-  response->set_suspended_streams(status.suspended_streams);
-  response->set_parked_operations(status.parked_operations);
-  return Finish(core_, context, absl::OkStatus());
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto identity = Identify(*context, peers_);
+        if (!identity.ok()) return Finish(core_, context, identity.status());
+        if (absl::Status known = core_.admin().RequireKnownCaller(*identity);
+            !known.ok()) {
+          return Finish(core_, context, known);
+        }
+        const CoreStatus status = core_.admin().status();
+        EncodeDeviceInfo(status.device, response->mutable_device());
+        response->set_version(shared::kVersion);
+        response->set_pid(static_cast<uint32_t>(getpid()));
+        response->set_uptime_seconds(status.uptime_seconds);
+        response->set_sessions(status.sessions);
+        response->set_streams(status.streams);
+        response->set_buffers(status.buffers);
+        response->set_bytes_in_use(status.bytes_in_use);
+        response->set_commands_submitted(status.commands_submitted);
+        response->set_kernels(status.kernels);
+        response->set_events(status.events);
+        response->set_queues_created(status.queues_created);
+        for (backend::ExportKind kind : core_.admin().export_kinds()) {
+          response->add_handle_kinds(
+              kind == backend::ExportKind::kShm ? "shm" : "dmabuf");
+        }
+        EncodeCounters(status.dispatch_cache,
+                       response->mutable_dispatch_cache());
+        EncodeCounters(status.transfer_cache,
+                       response->mutable_transfer_cache());
+        EncodeCounters(status.allocation_pool,
+                       response->mutable_allocation_pool());
+        EncodeCounters(status.staging_pool, response->mutable_staging_pool());
+        EncodeCounters(status.upload_staging,
+                       response->mutable_upload_staging());
+        response->set_suspended_streams(status.suspended_streams);
+        response->set_parked_operations(status.parked_operations);
+        return Finish(core_, context, absl::OkStatus());
+      });
 }
 
 }  // namespace hrx::daemon
@@ -605,13 +634,17 @@ grpc::ServerUnaryReactor* GraphsService::ClearFailure(
     grpc::CallbackServerContext* context,
     const hrx::v1::GraphExecRequest* request,
     hrx::v1::GraphExecResponse* response) {
-  auto caller = DecodeCaller(*context, core_, peers_);
-  if (!caller.ok()) return Finish(core_, context, caller.status());
-  auto exec = caller->Object(request->exec(), shared::HandleKind::kGraphExec,
-                             "clear graph failure");
-  if (!exec.ok()) return Finish(core_, context, exec.status());
-  return Finish(core_, context,
-                core_.graphs().ClearFailure(caller->session(), *exec));
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        auto exec =
+            caller->Object(request->exec(), shared::HandleKind::kGraphExec,
+                           "clear graph failure");
+        if (!exec.ok()) return Finish(core_, context, exec.status());
+        return Finish(core_, context,
+                      core_.graphs().ClearFailure(caller->session(), *exec));
+      });
 }
 
 absl::Status AdminService::Authorize(const grpc::CallbackServerContext& context,
@@ -625,122 +658,143 @@ grpc::ServerUnaryReactor* AdminService::ListTenants(
     grpc::CallbackServerContext* context,
     const hrx::v1::ListTenantsRequest* request,
     hrx::v1::ListTenantsResponse* response) {
-  if (absl::Status allowed = Authorize(*context, Role::kObserver);
-      !allowed.ok()) {
-    return Finish(core_, context, allowed);
-  }
-  for (const TenantUsage& tenant : core_.admin().ListTenants()) {
-    hrx::v1::TenantInfo* info = response->add_tenants();
-    info->set_name(tenant.name);
-    info->set_role(EncodeRole(tenant.role));
-    *info->mutable_budget() = BudgetFromLimits(tenant.limits);
-    EncodeUsage(tenant.usage, info->mutable_usage());
-    info->set_sessions(tenant.sessions);
-    info->set_load_kernels(tenant.load_kernels);
-    info->set_detached_exports(tenant.detached_exports);
-    info->set_detached_export_bytes(tenant.detached_export_bytes);
-  }
-  return Finish(core_, context, absl::OkStatus());
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        if (absl::Status allowed = Authorize(*context, Role::kObserver);
+            !allowed.ok()) {
+          return Finish(core_, context, allowed);
+        }
+        for (const TenantUsage& tenant : core_.admin().ListTenants()) {
+          hrx::v1::TenantInfo* info = response->add_tenants();
+          info->set_name(tenant.name);
+          info->set_role(EncodeRole(tenant.role));
+          *info->mutable_budget() = BudgetFromLimits(tenant.limits);
+          EncodeUsage(tenant.usage, info->mutable_usage());
+          info->set_sessions(tenant.sessions);
+          info->set_load_kernels(tenant.load_kernels);
+          info->set_detached_exports(tenant.detached_exports);
+          info->set_detached_export_bytes(tenant.detached_export_bytes);
+        }
+        return Finish(core_, context, absl::OkStatus());
+      });
 }
 
 grpc::ServerUnaryReactor* AdminService::ListExecutors(
     grpc::CallbackServerContext* context,
     const hrx::v1::ListExecutorsRequest* request,
     hrx::v1::ListExecutorsResponse* response) {
-  if (absl::Status allowed = Authorize(*context, Role::kObserver);
-      !allowed.ok()) {
-    return Finish(core_, context, allowed);
-  }
-  for (const ExecutorInfo& executor : core_.admin().executors()) {
-    hrx::v1::ExecutorInfo* info = response->add_executors();
-    info->set_name(executor.name);
-    info->set_pid(static_cast<uint32_t>(executor.pid));
-    info->set_running(executor.running);
-    info->set_restarts(executor.restarts);
-    info->set_bytes_in_use(executor.bytes_in_use);
-    for (const std::string& tenant : executor.tenants)
-      info->add_tenants(tenant);
-    info->set_last_loss(executor.last_loss);
-  }
-  return Finish(core_, context, absl::OkStatus());
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        if (absl::Status allowed = Authorize(*context, Role::kObserver);
+            !allowed.ok()) {
+          return Finish(core_, context, allowed);
+        }
+        for (const ExecutorInfo& executor : core_.admin().executors()) {
+          hrx::v1::ExecutorInfo* info = response->add_executors();
+          info->set_name(executor.name);
+          info->set_pid(static_cast<uint32_t>(executor.pid));
+          info->set_running(executor.running);
+          info->set_restarts(executor.restarts);
+          info->set_bytes_in_use(executor.bytes_in_use);
+          for (const std::string& tenant : executor.tenants)
+            info->add_tenants(tenant);
+          info->set_last_loss(executor.last_loss);
+        }
+        return Finish(core_, context, absl::OkStatus());
+      });
 }
 
 grpc::ServerUnaryReactor* AdminService::ListSessions(
     grpc::CallbackServerContext* context,
     const hrx::v1::ListSessionsRequest* request,
     hrx::v1::ListSessionsResponse* response) {
-  if (absl::Status allowed = Authorize(*context, Role::kObserver);
-      !allowed.ok()) {
-    return Finish(core_, context, allowed);
-  }
-  for (const SessionSummary& session :
-       core_.admin().ListSessions(request->tenant())) {
-    hrx::v1::SessionInfo* info = response->add_sessions();
-    info->set_id(session.id);
-    info->set_tenant(session.tenant);
-    info->set_client_name(session.client_name);
-    info->set_uid(session.uid);
-    info->set_pid(session.pid);
-    info->set_buffers(session.buffers);
-    info->set_streams(session.streams);
-    info->set_kernels(session.kernels);
-    info->set_buffer_bytes(session.buffer_bytes);
-  }
-  return Finish(core_, context, absl::OkStatus());
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        if (absl::Status allowed = Authorize(*context, Role::kObserver);
+            !allowed.ok()) {
+          return Finish(core_, context, allowed);
+        }
+        for (const SessionSummary& session :
+             core_.admin().ListSessions(request->tenant())) {
+          hrx::v1::SessionInfo* info = response->add_sessions();
+          info->set_id(session.id);
+          info->set_tenant(session.tenant);
+          info->set_client_name(session.client_name);
+          info->set_uid(session.uid);
+          info->set_pid(session.pid);
+          info->set_buffers(session.buffers);
+          info->set_streams(session.streams);
+          info->set_kernels(session.kernels);
+          info->set_buffer_bytes(session.buffer_bytes);
+        }
+        return Finish(core_, context, absl::OkStatus());
+      });
 }
 
 grpc::ServerUnaryReactor* AdminService::ListBuffers(
     grpc::CallbackServerContext* context,
     const hrx::v1::ListBuffersRequest* request,
     hrx::v1::ListBuffersResponse* response) {
-  if (absl::Status allowed = Authorize(*context, Role::kObserver);
-      !allowed.ok()) {
-    return Finish(core_, context, allowed);
-  }
-  for (const BufferSummary& buffer :
-       core_.admin().ListBuffers(request->tenant(), request->session())) {
-    hrx::v1::BufferInfo* info = response->add_buffers();
-    info->set_session(buffer.session);
-    info->set_tenant(buffer.tenant);
-    info->set_handle(buffer.handle);
-    info->set_bytes(buffer.bytes);
-    info->set_allocation_id(buffer.allocation_id);
-    info->set_shared(buffer.shared);
-  }
-  return Finish(core_, context, absl::OkStatus());
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        if (absl::Status allowed = Authorize(*context, Role::kObserver);
+            !allowed.ok()) {
+          return Finish(core_, context, allowed);
+        }
+        for (const BufferSummary& buffer :
+             core_.admin().ListBuffers(request->tenant(), request->session())) {
+          hrx::v1::BufferInfo* info = response->add_buffers();
+          info->set_session(buffer.session);
+          info->set_tenant(buffer.tenant);
+          info->set_handle(buffer.handle);
+          info->set_bytes(buffer.bytes);
+          info->set_allocation_id(buffer.allocation_id);
+          info->set_shared(buffer.shared);
+        }
+        return Finish(core_, context, absl::OkStatus());
+      });
 }
 
 grpc::ServerUnaryReactor* AdminService::SetBudget(
     grpc::CallbackServerContext* context,
     const hrx::v1::SetBudgetRequest* request,
     hrx::v1::SetBudgetResponse* response) {
-  if (absl::Status allowed = Authorize(*context, Role::kAdmin); !allowed.ok()) {
-    return Finish(core_, context, allowed);
-  }
-  return Finish(core_, context,
-                core_.admin().SetBudget(request->tenant(),
-                                        LimitsFromBudget(request->budget())));
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        if (absl::Status allowed = Authorize(*context, Role::kAdmin);
+            !allowed.ok()) {
+          return Finish(core_, context, allowed);
+        }
+        return Finish(
+            core_, context,
+            core_.admin().SetBudget(request->tenant(),
+                                    LimitsFromBudget(request->budget())));
+      });
 }
 
 grpc::ServerUnaryReactor* AdminService::EvictSession(
     grpc::CallbackServerContext* context,
     const hrx::v1::EvictSessionRequest* request,
     hrx::v1::EvictSessionResponse* response) {
-  if (absl::Status allowed = Authorize(*context, Role::kAdmin); !allowed.ok()) {
-    return Finish(core_, context, allowed);
-  }
-  grpc::ServerUnaryReactor* reactor = CallReactor(context);
-  core_.CloseSession(
-      request->id(),
-      [reactor, response](absl::StatusOr<CloseSummary> summary) {
-        if (summary.ok()) {
-          response->set_freed_buffers(summary->freed_buffers);
-          response->set_freed_streams(summary->freed_streams);
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        if (absl::Status allowed = Authorize(*context, Role::kAdmin);
+            !allowed.ok()) {
+          return Finish(core_, context, allowed);
         }
-        reactor->Finish(ToGrpcStatus(summary.status()));
-      },
-      Core::CloseCause::kEviction);
-  return reactor;
+        grpc::ServerUnaryReactor* reactor = CallReactor(context);
+        core_.CloseSession(
+            request->id(),
+            [reactor, response](absl::StatusOr<CloseSummary> summary) {
+              if (summary.ok()) {
+                response->set_freed_buffers(summary->freed_buffers);
+                response->set_freed_streams(summary->freed_streams);
+              }
+              reactor->Finish(ToGrpcStatus(summary.status()));
+            },
+            Core::CloseCause::kEviction);
+        return reactor;
+      });
 }
 
 }  // namespace hrx::daemon

@@ -17,8 +17,11 @@
 
 namespace hrx::daemon {
 
-// The lane of a caller: its uid, or its certificate's subject.
+// The lane of a caller: the socket-bound tenant it came through (pods of
+// different tenants may share a uid, root included), else its
+// certificate's subject, else its uid.
 inline std::string LaneOf(const PeerIdentity& identity) {
+  if (!identity.bound_tenant.empty()) return "bound:" + identity.bound_tenant;
   return identity.remote ? "cert:" + identity.certificate_subject
                          : absl::StrCat("uid:", identity.uid);
 }
@@ -30,12 +33,6 @@ inline std::string LaneOf(const grpc::ServerContextBase& context,
   auto identity = Identify(context, peers);
   return identity.ok() ? LaneOf(*identity) : "";
 }
-
-// A unary call's reactor that deletes itself when the call is done.
-class LaneReactor final : public grpc::ServerUnaryReactor {
- public:
-  void OnDone() override { delete this; }
-};
 
 // Runs `body` (which answers through Finish or CallReactor, never through
 // the context's default reactor) on the caller's lane, and returns the
