@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -182,9 +183,14 @@ int Scenario(const std::string& name, hrx::Client& client, int argc,
         return Say("gate", "failed"), 1;
       }
     }
-    std::vector<std::thread> uploads;
     std::vector<absl::Status> results(name == "hog" ? 0 : streams);
     const std::vector<uint8_t> payload(bytes, 0x5c);
+    std::vector<std::thread> uploads;
+    // Every return joins them first: they write `results` and read
+    // `payload` (declared before, so destroyed after).
+    absl::Cleanup join_uploads = [&uploads] {
+      for (auto& thread : uploads) thread.join();
+    };
     for (uint64_t i = 0; i < results.size(); ++i) {
       uploads.emplace_back([&, i] {
         results[i] = held[i].Upload(targets[i].Binding(), payload);
@@ -200,7 +206,7 @@ int Scenario(const std::string& name, hrx::Client& client, int argc,
     if (!opener.ok()) return SayStatus("opener", opener.status()), 1;
     SayStatus("open_gate", opener->Fill(flag_view, 1));
     SayStatus("opener_sync", opener->Synchronize());
-    for (auto& thread : uploads) thread.join();
+    std::move(join_uploads).Invoke();
     bool intact = true;
     for (uint64_t i = 0; i < results.size(); ++i) {
       if (!results[i].ok()) SayStatus(absl::StrCat("upload_", i), results[i]);

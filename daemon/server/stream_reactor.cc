@@ -15,6 +15,7 @@ StreamReactor::StreamReactor(Core& core, absl::StatusOr<Caller> caller,
 }
 
 void StreamReactor::OnReadDone(bool ok) {
+  reads_started_.load(std::memory_order_acquire);  // see reads_started_
   if (!ok) return OnRequestsEnded();
   // Safe to hand on: until this request is handled no read is pending, so
   // the conversation cannot end (and OnDone cannot come) before it is.

@@ -174,9 +174,12 @@ print("python ok")'
 }
 check "the installed python3-hrx talks to it" installed_python_works
 installed_pkg_config_works() {
-  local sanitize=()
-  hrx_built_with_asan "$root/usr/lib/$multiarch/libhrx.so.0" &&
-    sanitize=(-fsanitize=address,undefined)
+  local sanitize
+  # shellcheck disable=SC2207
+  sanitize=($(hrx_sanitize_flags "$root/usr/lib/$multiarch/libhrx.so.0"))
+  if hrx_built_with_tsan "$root/usr/lib/$multiarch/libhrx.so.0"; then
+    hrx_tsan_options_env
+  fi
   # shellcheck disable=SC2046
   PKG_CONFIG_PATH="$root/usr/lib/$multiarch/pkgconfig" \
     g++ "${sanitize[@]}" "$root/usr/share/hrxd/examples/hello.cc" -I"$root/usr/share/hrxd/examples" \

@@ -14,12 +14,11 @@ source "$runfiles/tools/sanitizers/python_env.sh"
 export PKG_CONFIG_PATH="$prefix/lib/x86_64-linux-gnu/pkgconfig"
 libdir="$prefix/lib/x86_64-linux-gnu"
 
-# The library as built here: under --config=asan it needs the sanitizers'
-# runtime, and so does whatever links it.
-sanitize=()
-if hrx_built_with_asan "$libdir/libhrx.so.0"; then
-  sanitize=(-fsanitize=address,undefined)
-fi
+# The library as built here: under --config=asan or tsan it needs the
+# sanitizer's runtime, and so does whatever links it.
+# shellcheck disable=SC2207
+sanitize=($(hrx_sanitize_flags "$libdir/libhrx.so.0"))
+if hrx_built_with_tsan "$libdir/libhrx.so.0"; then hrx_tsan_options_env; fi
 
 # Each public header alone, with only the prefix's include directory and the
 # system's (Abseil); nothing internal may be named.
