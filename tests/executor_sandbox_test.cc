@@ -179,6 +179,39 @@ tenants { name: "shared" uids: 0 role: ROLE_ADMIN load_kernels: true
   EXPECT_NE(bystanders, kernels) << executors.DebugString();
 }
 
+// The isolation suite with its kernel-loading tenant called "shared", as
+// the shared executor is in logs and listings.
+class TenantNamedSharedTest : public IsolationTest {
+ protected:
+  std::string Config() const override {
+    return R"(
+tenants { name: "bystander" uids: 4101 }
+tenants { name: "shared" uids: 0 role: ROLE_ADMIN load_kernels: true }
+)";
+  }
+};
+
+// Its executor is a tenant's own in every way, the memory limit included
+// (the limit once went by the name, and a tenant called "shared" had none).
+TEST_F(TenantNamedSharedTest, ItsKernelsHeapIsCappedAsAnyTenantsIs) {
+  RestartDaemon({"--executor_memory_mb=256"});
+  Subprocess bystander = StartBystander(/*rounds=*/4);
+  auto attacker = Connect();
+  ASSERT_THAT(attacker.status(), IsOk());
+  auto out = attacker->stream->Allocate(64);
+  ASSERT_THAT(out.status(), IsOk());
+  Constants mib;
+  ASSERT_THAT(mib.Push(uint32_t{1024}), IsOk());
+  const absl::Status hogged = Run(*attacker, "hog", mib, *out);
+  EXPECT_FALSE(hogged.ok()) << "1024 MiB taken past a 256 MiB limit";
+  EXPECT_THAT(hogged.message(), HasSubstr("Fix:"));
+  // The shared executor (listed as "shared" too) never loses anything:
+  // the loss found is the tenant's executor's.
+  EXPECT_THAT(LastLoss("shared"), HasSubstr("signal 9"));
+  EXPECT_EQ(kill(daemon_->process().pid(), 0), 0) << "hrxd is gone";
+  ExpectBystanderUnharmed(bystander);
+}
+
 TEST_F(IsolationTest, TenantOutputReachesTheLogEscapedBoundedAndNamed) {
   // Info level: executors' lines are logged at info.
   RestartDaemon({"--log-level=info"});

@@ -40,7 +40,7 @@ class IsolationTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_EQ(geteuid(), 0u) << "the suite switches uids and must run as root";
     dir_ = MakeShortTempDir();
-    std::ofstream(dir_ + "/hrxd.conf") << kIsolationConfig;
+    std::ofstream(dir_ + "/hrxd.conf") << Config();
     auto daemon =
         TestDaemon::Start({"--config=" + dir_ + "/hrxd.conf",
                            "--socket_mode=0666", "--executor_watchdog_ms=1500"},
@@ -50,6 +50,9 @@ class IsolationTest : public ::testing::Test {
     admin_ = hrx::v1::Admin::NewStub(grpc::CreateChannel(
         "unix:" + daemon_->socket_path(), grpc::InsecureChannelCredentials()));
   }
+
+  // The daemon's tenants: kIsolationConfig unless a suite says otherwise.
+  virtual std::string Config() const { return kIsolationConfig; }
 
   // The same daemon again, with `flags` instead of the default watchdog.
   void RestartDaemon(const std::vector<std::string>& flags) {

@@ -90,7 +90,7 @@ absl::StatusOr<std::unique_ptr<ExecutorPool>> ExecutorPool::Start(
     if (!slot.ok()) return slot.status();
   }
   // Nothing else runs yet, but Launch waits for the executor: never locked.
-  auto launched = pool->Launch(kShared, *slot);
+  auto launched = pool->Launch(kShared, Role::kShared, *slot);
   if (!launched.ok()) return launched.status();
   {
     absl::MutexLock lock(&pool->mu_);
@@ -132,7 +132,7 @@ absl::StatusOr<uint32_t> ExecutorPool::SlotOf(Executor& executor) {
 }
 
 absl::StatusOr<ExecutorPool::Launched> ExecutorPool::Launch(
-    const std::string& name, uint32_t slot) const {
+    const std::string& name, Role role, uint32_t slot) const {
   // Its own uid and gid where hrxd can give one, else the executor user's.
   const bool own_uid = options_.uid_base != 0 && options_.uid != 0;
   const uid_t uid = own_uid ? options_.uid_base + slot : options_.uid;
@@ -162,7 +162,7 @@ absl::StatusOr<ExecutorPool::Launched> ExecutorPool::Launch(
     // shared one runs none, and holds every other tenant's buffers.
     auto procs = cgroups_->Prepare(
         slot, CgroupLimits{kExecutorMaxThreads,
-                           name == kShared ? 0 : options_.memory_bytes});
+                           role == Role::kShared ? 0 : options_.memory_bytes});
     if (!procs.ok()) {
       return ExecutorLostStatus(
           name, absl::StrCat("could not start: its control group: ",
@@ -208,9 +208,9 @@ absl::StatusOr<ExecutorPool::Launched> ExecutorPool::Launch(
   close(ends[1]);
   close(output[1]);
   // Named so that no tenant's output passes for the shared executor's.
-  log_pump_->Add(
-      name == kShared ? "shared executor" : absl::StrCat("executor of ", name),
-      shared::UniqueFd(output[0]));
+  log_pump_->Add(role == Role::kShared ? "shared executor"
+                                       : absl::StrCat("executor of ", name),
+                 shared::UniqueFd(output[0]));
   if (spawned != 0) {
     close(ends[0]);
     return ExecutorLostStatus(
@@ -267,7 +267,8 @@ absl::StatusOr<std::shared_ptr<backend::Backend>> ExecutorPool::For(
     if (!slot.ok()) return slot.status();
     executor.launching = true;
     mu_.Unlock();
-    auto launched = Launch(name, *slot);
+    auto launched =
+        Launch(name, own ? Role::kTenantsOwn : Role::kShared, *slot);
     mu_.Lock();
     executor.launching = false;
     if (!launched.ok()) {

@@ -136,8 +136,11 @@ class ExecutorPool final : public daemon::DeviceSet {
   };
   // Starts the executor called `name` and connects to it: waits up to the
   // call limit for its hello, so never under mu_.
-  absl::StatusOr<Launched> Launch(const std::string& name, uint32_t slot) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Which executor Launch starts: the trust domain is this, never its name
+  // (a tenant may be called "shared").
+  enum class Role { kShared, kTenantsOwn };
+  absl::StatusOr<Launched> Launch(const std::string& name, Role role,
+                                  uint32_t slot) const ABSL_LOCKS_EXCLUDED(mu_);
   // `executor`'s slot, given on first use; RESOURCE_EXHAUSTED past
   // kUidSlots executors in hrxd's life.
   absl::StatusOr<uint32_t> SlotOf(Executor& executor)
