@@ -65,6 +65,9 @@ ABSL_FLAG(bool, executor_cgroups, true,
 ABSL_FLAG(uint64_t, executor_memory_mb, 0,
           "memory a tenant's own executor (its kernels) may use, in MiB; 0: "
           "half of physical memory");
+ABSL_FLAG(uint64_t, tenant_executors_memory_mb, 0,
+          "memory every tenant's own executor may use together, in MiB (the "
+          "kernel ends the largest past it); 0: half of physical memory");
 ABSL_FLAG(int64_t, executor_watchdog_ms, 30000,
           "an executor whose work makes no progress this long is killed");
 ABSL_FLAG(int64_t, executor_hang_ms, 10000,
@@ -123,6 +126,8 @@ int main(int argc, char** argv) {
   options.executor_hang_ms = absl::GetFlag(FLAGS_executor_hang_ms);
   options.executor_cgroups = absl::GetFlag(FLAGS_executor_cgroups);
   options.executor_memory_bytes = absl::GetFlag(FLAGS_executor_memory_mb) << 20;
+  options.tenant_executors_memory_bytes =
+      absl::GetFlag(FLAGS_tenant_executors_memory_mb) << 20;
   options.tenant_socket_dir = absl::GetFlag(FLAGS_tenant_socket_dir);
   options.max_bound_tenants = absl::GetFlag(FLAGS_max_bound_tenants);
   options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);

@@ -190,6 +190,9 @@ absl::StatusOr<std::unique_ptr<DeviceSet>> OpenDevices(
   executors.memory_bytes = options.executor_memory_bytes != 0
                                ? options.executor_memory_bytes
                                : PhysicalMemoryBytes() / 2;
+  executors.tenants_memory_bytes = options.tenant_executors_memory_bytes != 0
+                                       ? options.tenant_executors_memory_bytes
+                                       : PhysicalMemoryBytes() / 2;
   // Not root: executors keep hrxd's own user (what they are told says so).
   executors.uid = geteuid();
   executors.gid = getegid();

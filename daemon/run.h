@@ -44,6 +44,8 @@ struct DaemonOptions {
   // Each executor in a control group of its own (ExecutorCgroups).
   bool executor_cgroups = true;
   uint64_t executor_memory_bytes = 0;  // a tenant's own; 0: half of memory
+  // Every tenant's own executor together; 0: half of memory.
+  uint64_t tenant_executors_memory_bytes = 0;
   // Where socket-bound tenants' directories go; empty: "tenants" beside the
   // main socket. docs/kubernetes.md.
   std::string tenant_socket_dir;

@@ -21,6 +21,7 @@ namespace {
 
 using ::hrx::shared::IsOk;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST_F(IsolationTest, AKernelCannotReachTheDaemonOrAnotherExecutor) {
   // The bystander's work runs on the shared executor: start it first.
@@ -61,7 +62,7 @@ TEST_F(IsolationTest, AKernelCannotReachTheDaemonOrAnotherExecutor) {
   std::string line;
   while (std::getline(status, line)) {
     if (line.rfind("Uid:", 0) == 0) {
-      EXPECT_THAT(line, ::testing::Not(HasSubstr("	0	")));
+      EXPECT_THAT(line, Not(HasSubstr("	0	")));
     }
   }
 }
@@ -403,6 +404,33 @@ TEST_F(IsolationTest, AKernelsHeapIsCappedByItsExecutorsMemoryLimit) {
   // Its tenant starts again on a fresh executor.
   auto again = Connect();
   EXPECT_THAT(again.status(), IsOk());
+}
+
+// Tenants' own executors share a group whose limit bounds them together:
+// a kernel within its own executor's limit is still ended at the total,
+// and the shared executor (outside that group) keeps every other tenant's
+// bytes.
+TEST_F(IsolationTest, TenantsOwnExecutorsAreCappedTogether) {
+  RestartDaemon(
+      {"--executor_memory_mb=2048", "--tenant_executors_memory_mb=256"});
+  Subprocess bystander = StartBystander(/*rounds=*/4);
+  auto attacker = Connect();
+  ASSERT_THAT(attacker.status(), IsOk());
+  const pid_t daemon = daemon_->process().pid();
+  EXPECT_THAT(CgroupOf(ExecutorPid(daemon, "ops")),
+              HasSubstr("/tenants/executor-"));
+  EXPECT_THAT(CgroupOf(ExecutorPid(daemon, "shared")),
+              Not(HasSubstr("/tenants/")));
+  auto out = attacker->stream->Allocate(64);
+  ASSERT_THAT(out.status(), IsOk());
+  Constants mib;
+  ASSERT_THAT(mib.Push(uint32_t{512}), IsOk());
+  const absl::Status hogged = Run(*attacker, "hog", mib, *out);
+  EXPECT_FALSE(hogged.ok()) << "512 MiB taken past a 256 MiB total";
+  EXPECT_THAT(hogged.message(), HasSubstr("Fix:"));
+  EXPECT_THAT(LastLoss("ops"), HasSubstr("signal 9"));
+  EXPECT_EQ(kill(daemon, 0), 0) << "hrxd is gone";
+  ExpectBystanderUnharmed(bystander);
 }
 
 }  // namespace

@@ -74,6 +74,20 @@ bool HasWord(const std::string& text, const std::string& word) {
   return false;
 }
 
+// Removes the (empty) `executor-N` groups in `group`.
+void RemoveExecutorGroups(const std::string& group) {
+  DIR* children = opendir(group.c_str());
+  if (children == nullptr) return;
+  std::vector<std::string> executors;
+  while (dirent* entry = readdir(children)) {
+    if (absl::StartsWith(entry->d_name, "executor-")) {
+      executors.push_back(absl::StrCat(group, "/", entry->d_name));
+    }
+  }
+  closedir(children);
+  for (const std::string& executor : executors) rmdir(executor.c_str());
+}
+
 // Groups `hrxd-PID` that a previous hrxd left (it was killed before it could
 // remove them) go: rmdir refuses any group still holding a process.
 void SweepStale(const std::string& dir) {
@@ -90,16 +104,9 @@ void SweepStale(const std::string& dir) {
   }
   closedir(listing);
   for (const std::string& group : stale) {
-    if (DIR* children = opendir(group.c_str())) {
-      std::vector<std::string> executors;
-      while (dirent* entry = readdir(children)) {
-        if (absl::StartsWith(entry->d_name, "executor-")) {
-          executors.push_back(absl::StrCat(group, "/", entry->d_name));
-        }
-      }
-      closedir(children);
-      for (const std::string& executor : executors) rmdir(executor.c_str());
-    }
+    RemoveExecutorGroups(group + "/tenants");
+    rmdir((group + "/tenants").c_str());
+    RemoveExecutorGroups(group);
     rmdir(group.c_str());
   }
 }
@@ -107,17 +114,62 @@ void SweepStale(const std::string& dir) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ExecutorCgroups>> ExecutorCgroups::Open(
-    const std::string& root) {
+    uint64_t tenants_memory_bytes, const std::string& root) {
   const std::string membership = ReadFile("/proc/self/cgroup");
   std::vector<std::string> lines =
       absl::StrSplit(membership, '\n', absl::SkipEmpty());
+  absl::StatusOr<std::unique_ptr<ExecutorCgroups>> opened =
+      Unavailable("/proc/self/cgroup names no cgroup v2 group");
   if (Exists(root + "/cgroup.controllers")) {
     for (const std::string& line : lines) {
-      if (absl::StartsWith(line, "0::")) return OpenV2(root, line.substr(3));
+      if (absl::StartsWith(line, "0::")) {
+        opened = OpenV2(root, line.substr(3));
+        break;
+      }
     }
-    return Unavailable("/proc/self/cgroup names no cgroup v2 group");
+  } else {
+    opened = OpenV1(root, lines);
   }
-  return OpenV1(root, lines);
+  if (!opened.ok()) return opened;
+  // Destroyed on failure: what it made so far goes.
+  if (absl::Status made = (*opened)->MakeTenantsGroups(tenants_memory_bytes);
+      !made.ok()) {
+    return Unavailable(std::string(made.message()));
+  }
+  return opened;
+}
+
+absl::Status ExecutorCgroups::MakeTenantsGroups(uint64_t memory_bytes) {
+  for (size_t i = 0; i < parents_.size(); ++i) {
+    const std::string group = parents_[i] + "/tenants";
+    if (absl::Status made = MakeDirectory(group); !made.ok()) return made;
+    {
+      absl::MutexLock lock(&mu_);
+      tenants_groups_.push_back(group);
+    }
+    if (version_ == Version::kV2) {
+      const std::string offered = ReadFile(group + "/cgroup.controllers");
+      const std::string enable =
+          HasWord(offered, "memory") ? "+pids +memory" : "+pids";
+      if (absl::Status enabled =
+              WriteFile(group + "/cgroup.subtree_control", enable);
+          !enabled.ok()) {
+        return enabled;
+      }
+    }
+    const std::string limit_file =
+        group +
+        (version_ == Version::kV2 ? "/memory.max" : "/memory.limit_in_bytes");
+    if (MemoryHere(i) && Exists(limit_file)) {
+      const std::string limit = memory_bytes == 0
+                                    ? (version_ == Version::kV2 ? "max" : "-1")
+                                    : absl::StrCat(memory_bytes);
+      if (absl::Status set = WriteFile(limit_file, limit); !set.ok()) {
+        return set;
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<ExecutorCgroups>> ExecutorCgroups::OpenV2(
@@ -214,6 +266,7 @@ absl::StatusOr<std::unique_ptr<ExecutorCgroups>> ExecutorCgroups::OpenV1(
 ExecutorCgroups::~ExecutorCgroups() {
   absl::MutexLock lock(&mu_);
   for (const std::string& group : made_) rmdir(group.c_str());
+  for (const std::string& group : tenants_groups_) rmdir(group.c_str());
   // v2's delegated group is the unit's; v1's hrxd-PID groups are hrxd's.
   if (version_ == Version::kV1 || own_leaf_.empty()) {
     for (const std::string& parent : parents_) rmdir(parent.c_str());
@@ -224,7 +277,8 @@ absl::StatusOr<std::vector<std::string>> ExecutorCgroups::Prepare(
     uint32_t index, const CgroupLimits& limits) {
   std::vector<std::string> procs;
   for (size_t i = 0; i < parents_.size(); ++i) {
-    const std::string group = absl::StrCat(parents_[i], "/executor-", index);
+    const std::string group = absl::StrCat(
+        parents_[i], limits.tenants_own ? "/tenants" : "", "/executor-", index);
     if (absl::Status made = MakeDirectory(group); !made.ok()) return made;
     {
       absl::MutexLock lock(&mu_);
@@ -234,7 +288,7 @@ absl::StatusOr<std::vector<std::string>> ExecutorCgroups::Prepare(
     }
     // v1: the pids hierarchy first, then memory; v2: one group for both.
     const bool tasks_here = version_ == Version::kV2 || i == 0;
-    const bool memory_here = version_ == Version::kV2 || i == 1;
+    const bool memory_here = MemoryHere(i);
     if (tasks_here) {
       if (absl::Status set =
               WriteFile(group + "/pids.max", absl::StrCat(limits.tasks));

@@ -11,6 +11,10 @@
 //     and makes `executor-N` next to that leaf.
 //   - cgroup v1 (separate pids and memory hierarchies): `hrxd-PID/executor-N`
 //     under hrxd's own group of each hierarchy (hrxd as root).
+// Tenants' own executors (those that run kernels) go one level down, in
+// `tenants/executor-N`: that group's memory limit bounds them all together,
+// so that several tenants at their own limits cannot fill the machine. The
+// shared executor (it runs no tenant's code) stays outside it.
 // Anything else (no pids controller, no permission): Open fails with why,
 // and hrxd runs without them (a uid of each executor's own still gives a
 // task limit per executor; docs/security.md says what is then shared).
@@ -34,14 +38,19 @@ namespace hrx::executor {
 struct CgroupLimits {
   uint64_t tasks = 0;         // threads of the executor, all told
   uint64_t memory_bytes = 0;  // 0: no memory limit
+  // A tenant's own executor: in the `tenants` group, under its total.
+  bool tenants_own = false;
 };
 
 class ExecutorCgroups {
  public:
   // Finds where hrxd may make groups (`root` is the cgroup file system's
-  // mount, /sys/fs/cgroup outside tests) and makes hrxd's own parent group.
-  // FAILED_PRECONDITION with why (and a Fix) when it cannot.
+  // mount, /sys/fs/cgroup outside tests) and makes hrxd's own parent group,
+  // and in it the group of tenants' own executors, whose memory together is
+  // capped at `tenants_memory_bytes` (0: no cap). FAILED_PRECONDITION with
+  // why (and a Fix) when it cannot.
   static absl::StatusOr<std::unique_ptr<ExecutorCgroups>> Open(
+      uint64_t tenants_memory_bytes,
       const std::string& root = "/sys/fs/cgroup");
   // Removes every group it made (each is empty once its executor is gone).
   ~ExecutorCgroups();
@@ -68,6 +77,12 @@ class ExecutorCgroups {
       const std::string& root, const std::string& own);
   static absl::StatusOr<std::unique_ptr<ExecutorCgroups>> OpenV1(
       const std::string& root, const std::vector<std::string>& lines);
+  // Makes `tenants` in each parent, with the memory cap where memory is
+  // controlled, and (v2) the controllers enabled for its children.
+  absl::Status MakeTenantsGroups(uint64_t memory_bytes);
+  bool MemoryHere(size_t parent) const {
+    return version_ == Version::kV2 || parent == 1;
+  }
 
   const Version version_;
   // v2: hrxd's delegated group. v1: hrxd-PID in the pids hierarchy, then in
@@ -78,6 +93,8 @@ class ExecutorCgroups {
   absl::Mutex mu_;
   // Executor groups, in the order made.
   std::vector<std::string> made_ ABSL_GUARDED_BY(mu_);
+  // The `tenants` group of each parent (removed after their executors').
+  std::vector<std::string> tenants_groups_ ABSL_GUARDED_BY(mu_);
 };
 
 // Writes "0" into each of `procs` (cgroup.procs files): the calling process

@@ -51,6 +51,11 @@ void KillExecutor(const shared::UniqueFd& pidfd) {
   }
 }
 
+std::string MiBOrNoLimit(uint64_t bytes) {
+  return bytes == 0 ? std::string("no limit")
+                    : absl::StrCat(bytes >> 20, " MiB");
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ExecutorPool>> ExecutorPool::Start(
@@ -64,18 +69,17 @@ absl::StatusOr<std::unique_ptr<ExecutorPool>> ExecutorPool::Start(
         daemon::Logger("executor")->warn("{}", line);
       });
   if (options.cgroups) {
-    auto cgroups = ExecutorCgroups::Open();
+    auto cgroups = ExecutorCgroups::Open(options.tenants_memory_bytes);
     if (cgroups.ok()) {
       pool->cgroups_ = *std::move(cgroups);
       daemon::Logger("executor")
           ->info(
               "each executor runs in a control group of its own ({}): {} "
-              "tasks, "
-              "{} of memory for a tenant's own",
+              "tasks, {} of memory for a tenant's own, {} for all tenants' "
+              "own together",
               pool->cgroups_->Describe(), kExecutorMaxThreads,
-              options.memory_bytes == 0
-                  ? std::string("no limit")
-                  : absl::StrCat(options.memory_bytes >> 20, " MiB"));
+              MiBOrNoLimit(options.memory_bytes),
+              MiBOrNoLimit(options.tenants_memory_bytes));
     } else {
       daemon::Logger("executor")
           ->warn("{}", std::string(cgroups.status().message()));
@@ -162,7 +166,8 @@ absl::StatusOr<ExecutorPool::Launched> ExecutorPool::Launch(
     // shared one runs none, and holds every other tenant's buffers.
     auto procs = cgroups_->Prepare(
         slot, CgroupLimits{kExecutorMaxThreads,
-                           role == Role::kShared ? 0 : options_.memory_bytes});
+                           role == Role::kShared ? 0 : options_.memory_bytes,
+                           role == Role::kTenantsOwn});
     if (!procs.ok()) {
       return ExecutorLostStatus(
           name, absl::StrCat("could not start: its control group: ",

@@ -54,6 +54,9 @@ struct ExecutorOptions {
   // runs without them.
   bool cgroups = false;
   uint64_t memory_bytes = 0;
+  // Every tenant's own executor together (their groups' parent), so that
+  // several at memory_bytes each cannot fill the machine (0: no cap).
+  uint64_t tenants_memory_bytes = 0;
   // Work outstanding this long without progress is a hang.
   absl::Duration watchdog = absl::Seconds(kDefaultWatchdogSeconds);
   // A call (allocate, load a kernel) the executor must answer within.
