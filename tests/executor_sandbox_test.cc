@@ -349,6 +349,14 @@ std::string CgroupOf(pid_t pid) {
                      std::istreambuf_iterator<char>());
 }
 
+// The user namespace `pid` is in ("user:[INODE]").
+std::string UserNamespaceOf(pid_t pid) {
+  char target[64] = {};
+  const std::string link = absl::StrCat("/proc/", pid, "/ns/user");
+  const ssize_t length = readlink(link.c_str(), target, sizeof(target) - 1);
+  return length > 0 ? std::string(target, length) : "unreadable " + link;
+}
+
 TEST_F(IsolationTest,
        AThreadBombIsCappedByItsExecutorsOwnGroupUnderASharedUid) {
   // Every executor as one user (`nobody`), as under a non-root hrxd where
@@ -377,6 +385,42 @@ TEST_F(IsolationTest,
   EXPECT_GT(started, 0u);
   EXPECT_LT(started, 1024u) << "the executor's task limit did not hold";
   // Its tenant still works at the limit, and so does everyone else.
+  EXPECT_THAT(attacker->stream->Allocate(64).status(), IsOk());
+  ExpectBystanderUnharmed(bystander);
+  Subprocess after = StartBystander(/*rounds=*/2);
+  ExpectBystanderUnharmed(after);
+}
+
+// Without control groups (a non-root hrxd without a delegated group) and
+// with one uid for all: each executor counts its tasks in a user namespace
+// of its own, so a thread bomb stops at its own limit and leaves the uid's
+// other executors room.
+TEST_F(IsolationTest,
+       AThreadBombIsCappedByItsOwnUserNamespaceWithoutControlGroups) {
+  RestartDaemon({"--executor_uid_base=0", "--executor_cgroups=false"});
+  Subprocess bystander = StartBystander(/*rounds=*/4);
+  auto attacker = Connect();
+  ASSERT_THAT(attacker.status(), IsOk());
+  const pid_t daemon = daemon_->process().pid();
+  const pid_t own = ExecutorPid(daemon, "ops");
+  ASSERT_GT(own, 0);
+  EXPECT_EQ(RealUid(own), RealUid(ExecutorPid(daemon, "shared")));
+  EXPECT_NE(UserNamespaceOf(own), UserNamespaceOf(daemon));
+  EXPECT_NE(UserNamespaceOf(own),
+            UserNamespaceOf(ExecutorPid(daemon, "shared")));
+  auto out = attacker->stream->Allocate(4096);
+  ASSERT_THAT(out.status(), IsOk());
+  Constants cap;
+  ASSERT_THAT(cap.Push(uint32_t{8192}), IsOk());  // a bound for a failure
+  ASSERT_THAT(Run(*attacker, "threads", cap, *out), IsOk());
+  auto read = attacker->stream->Read(out->Binding());
+  ASSERT_THAT(read.status(), IsOk());
+  auto bytes = read->Wait(*attacker->stream);
+  ASSERT_THAT(bytes.status(), IsOk());
+  uint32_t started = 0;
+  std::memcpy(&started, bytes->data(), 4);
+  EXPECT_GT(started, 0u);
+  EXPECT_LT(started, 1024u) << "the executor's task limit did not hold";
   EXPECT_THAT(attacker->stream->Allocate(64).status(), IsOk());
   ExpectBystanderUnharmed(bystander);
   Subprocess after = StartBystander(/*rounds=*/2);

@@ -162,6 +162,55 @@ TEST_F(IsolationTest, AFrozenExecutorHoldsUpOnlyItsOwnTenant) {
   for (const absl::Status& status : created) EXPECT_THAT(status, IsOk());
 }
 
+// The isolation suite with the kernel-loading tenant spread over many uids.
+constexpr int kFloodUids = 24;
+class ManyUidsOfOneTenantTest : public IsolationTest {
+ protected:
+  std::string Config() const override {
+    std::string config =
+        "tenants { name: \"bystander\" uids: 4101 }\n"
+        "tenants { name: \"ops\" uids: 0";
+    for (int i = 0; i < kFloodUids; ++i) {
+      absl::StrAppend(&config, " uids: ", 4200 + i);
+    }
+    return config + " role: ROLE_ADMIN load_kernels: true }\n";
+  }
+};
+
+// Call lanes are a tenant's, not a uid's: a tenant whose many uids all wait
+// on its frozen executor holds only its own lane's threads of hrxd, and
+// another tenant works on.
+TEST_F(ManyUidsOfOneTenantTest, AllItsUidsShareOneLane) {
+  RestartDaemon({"--executor_watchdog_ms=600000", "--executor_hang_ms=600000"});
+  auto attacker = Connect();
+  ASSERT_THAT(attacker.status(), IsOk());
+  const pid_t hrxd = daemon_->process().pid();
+  const pid_t own = ExecutorPid(hrxd, "ops");
+  ASSERT_GT(own, 0);
+  const size_t threads_before = ProcEntriesSteady(hrxd, "task");
+  ASSERT_EQ(kill(own, SIGSTOP), 0);
+  std::vector<Subprocess> waiting;
+  for (int i = 0; i < kFloodUids; ++i) {
+    waiting.push_back(Subprocess::Start(
+        {RunfilePath("tests/client_worker"),
+         "--socket=" + daemon_->socket_path(), absl::StrCat("--uid=", 4200 + i),
+         absl::StrCat("--seed=", 10 + i), "--bytes=4099", "--rounds=1"},
+        dir_));
+  }
+  Subprocess bystander = StartBystander(/*rounds=*/3);
+  ExpectBystanderUnharmed(bystander);
+  // Every worker's call now waits on the frozen executor: one lane of
+  // kLaneThreads threads holds them all (slack for gRPC's own threads).
+  const size_t threads_waiting = ProcEntries(hrxd, "task");
+  EXPECT_LE(threads_waiting, threads_before + 4 + 8)
+      << kFloodUids << " uids of one tenant waiting took "
+      << threads_waiting - threads_before << " threads of hrxd";
+  ASSERT_EQ(kill(own, SIGCONT), 0);
+  for (Subprocess& worker : waiting) {
+    EXPECT_EQ(worker.Wait(), 0) << worker.Stdout() << worker.Stderr();
+  }
+}
+
 TEST_F(IsolationTest, AFrozenExecutorIsFoundByItsPingAndKilled) {
   RestartDaemon({"--executor_watchdog_ms=60000", "--executor_hang_ms=1000"});
   auto attacker = Connect();

@@ -131,21 +131,27 @@ absl::StatusOr<std::unique_ptr<ExecutorCgroups>> ExecutorCgroups::Open(
     opened = OpenV1(root, lines);
   }
   if (!opened.ok()) return opened;
+  (*opened)->tenants_memory_bytes_ = tenants_memory_bytes;
   // Destroyed on failure: what it made so far goes.
-  if (absl::Status made = (*opened)->MakeTenantsGroups(tenants_memory_bytes);
-      !made.ok()) {
-    return Unavailable(std::string(made.message()));
+  for (size_t i = 0; i < (*opened)->parents_.size(); ++i) {
+    if (absl::Status made = (*opened)->MakeTenantsGroup(i); !made.ok()) {
+      return Unavailable(std::string(made.message()));
+    }
   }
   return opened;
 }
 
-absl::Status ExecutorCgroups::MakeTenantsGroups(uint64_t memory_bytes) {
-  for (size_t i = 0; i < parents_.size(); ++i) {
+absl::Status ExecutorCgroups::MakeTenantsGroup(size_t i) {
+  const uint64_t memory_bytes = tenants_memory_bytes_;
+  {
     const std::string group = parents_[i] + "/tenants";
     if (absl::Status made = MakeDirectory(group); !made.ok()) return made;
     {
       absl::MutexLock lock(&mu_);
-      tenants_groups_.push_back(group);
+      if (std::find(tenants_groups_.begin(), tenants_groups_.end(), group) ==
+          tenants_groups_.end()) {
+        tenants_groups_.push_back(group);
+      }
     }
     if (version_ == Version::kV2) {
       const std::string offered = ReadFile(group + "/cgroup.controllers");
@@ -277,6 +283,12 @@ absl::StatusOr<std::vector<std::string>> ExecutorCgroups::Prepare(
     uint32_t index, const CgroupLimits& limits) {
   std::vector<std::string> procs;
   for (size_t i = 0; i < parents_.size(); ++i) {
+    // Made again each time: an empty group may have been removed by
+    // another hrxd's sweep of groups it took for stale (one in another PID
+    // namespace cannot see that this hrxd lives), as an empty executor-N may.
+    if (limits.tenants_own) {
+      if (absl::Status made = MakeTenantsGroup(i); !made.ok()) return made;
+    }
     const std::string group = absl::StrCat(
         parents_[i], limits.tenants_own ? "/tenants" : "", "/executor-", index);
     if (absl::Status made = MakeDirectory(group); !made.ok()) return made;

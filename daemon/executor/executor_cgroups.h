@@ -77,9 +77,10 @@ class ExecutorCgroups {
       const std::string& root, const std::string& own);
   static absl::StatusOr<std::unique_ptr<ExecutorCgroups>> OpenV1(
       const std::string& root, const std::vector<std::string>& lines);
-  // Makes `tenants` in each parent, with the memory cap where memory is
-  // controlled, and (v2) the controllers enabled for its children.
-  absl::Status MakeTenantsGroups(uint64_t memory_bytes);
+  // Makes (or makes again) `tenants` in parent `i`, with the memory cap
+  // where memory is controlled, and (v2) the controllers enabled for its
+  // children.
+  absl::Status MakeTenantsGroup(size_t i);
   bool MemoryHere(size_t parent) const {
     return version_ == Version::kV2 || parent == 1;
   }
@@ -90,6 +91,8 @@ class ExecutorCgroups {
   const std::vector<std::string> parents_;
   // v2: the leaf hrxd moved itself into (left as is at the end).
   const std::string own_leaf_;
+  // The cap of the `tenants` groups (0: none); set once, in Open.
+  uint64_t tenants_memory_bytes_ = 0;
   absl::Mutex mu_;
   // Executor groups, in the order made.
   std::vector<std::string> made_ ABSL_GUARDED_BY(mu_);

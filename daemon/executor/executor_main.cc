@@ -51,13 +51,20 @@ int RunExecutor(int argc, char** argv) {
     sandbox.cgroup_procs.emplace_back(procs);
   }
   const std::string tenant = Flag(argc, argv, "tenant");
-  if (absl::Status entered = EnterSandbox(sandbox); !entered.ok()) {
+  auto entered = EnterSandbox(sandbox);
+  if (!entered.ok()) {
     std::fprintf(stderr, "hrxd executor (%s): %s\n", tenant.c_str(),
-                 std::string(entered.message()).c_str());
+                 std::string(entered.status().message()).c_str());
     return 3;
   }
   (void)daemon::InitLogging(Flag(argc, argv, "log_level", "info"));
   auto log = daemon::Logger("executor");
+  if (*entered == TaskCount::kUncapped && sandbox.cgroup_procs.empty()) {
+    log->warn(
+        "no task limit of its own: it shares its uid with other executors "
+        "and has neither a control group nor a user namespace of its own "
+        "(Linux 5.14 or later with unprivileged user namespaces)");
+  }
   backend::BackendOptions options;
   options.choice = Flag(argc, argv, "backend", "cpu");
   options.cpu_memory_bytes = Number(argc, argv, "cpu_memory_bytes");

@@ -4,17 +4,21 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/audit.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -52,9 +56,56 @@ void CloseOtherDescriptors(int keep) {
   for (int fd : open) close(fd);
 }
 
+// Linux counts RLIMIT_NPROC per user namespace from 5.14 on; before, per
+// uid across every namespace, so a namespace of its own would not help.
+bool CountsTasksPerUserNamespace() {
+  utsname names{};
+  if (uname(&names) != 0) return false;
+  int major = 0, minor = 0;
+  if (std::sscanf(names.release, "%d.%d", &major, &minor) != 2) return false;
+  return major > 5 || (major == 5 && minor >= 14);
+}
+
+bool WriteProcSelf(const char* file, const std::string& text) {
+  const int fd = open(file, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool written =
+      write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  return written;
+}
+
+// Moves the (still single-threaded) executor into a user namespace of its
+// own, mapping its uid and gid to themselves, and gives up the capabilities
+// that namespace grants: its tasks then count against RLIMIT_NPROC apart
+// from every other process of its uid, while its uid and files stay as
+// they were. False where the kernel does not allow it (no unprivileged
+// user namespaces, a thread already running, an older kernel).
+bool EnterOwnUserNamespace() {
+  if (!CountsTasksPerUserNamespace()) return false;
+  const uid_t uid = geteuid();
+  const gid_t gid = getegid();
+  // Its /proc/self files are root's while it is not dumpable (as after
+  // leaving root): the maps below need them its own. EnterSandbox makes it
+  // not dumpable again before any tenant code runs.
+  if (prctl(PR_SET_DUMPABLE, 1) != 0) return false;
+  if (unshare(CLONE_NEWUSER) != 0) return false;
+  // The namespace cannot be left again: it must at least map the ids.
+  if (!WriteProcSelf("/proc/self/uid_map",
+                     absl::StrFormat("%d %d 1", uid, uid)) ||
+      !WriteProcSelf("/proc/self/setgroups", "deny") ||
+      !WriteProcSelf("/proc/self/gid_map",
+                     absl::StrFormat("%d %d 1", gid, gid))) {
+    return false;
+  }
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct none[2] = {};
+  return syscall(SYS_capset, &header, none) == 0;
+}
+
 }  // namespace
 
-absl::Status EnterSandbox(const SandboxOptions& options) {
+absl::StatusOr<TaskCount> EnterSandbox(const SandboxOptions& options) {
   CloseOtherDescriptors(options.keep_fd);
   const rlimit no_core{0, 0};
   (void)setrlimit(RLIMIT_CORE, &no_core);
@@ -88,9 +139,16 @@ absl::Status EnterSandbox(const SandboxOptions& options) {
       return Failed("still root after setresuid");
     }
   }
-  // The process limit counts every task of the uid, so it is set only
-  // where the uid is this executor's alone (lowering needs no privilege).
-  if (options.own_uid) {
+  // The process limit counts every task of the uid (in its user
+  // namespace), so it is set only where that count is this executor's
+  // alone: a uid of its own, or a namespace of its own. The namespace comes
+  // first: the limit its parent level keeps is the one in force as it is
+  // made, hrxd's, never the executor's (lowering needs no privilege).
+  const TaskCount count = options.own_uid ? TaskCount::kOwnUid
+                          : EnterOwnUserNamespace()
+                              ? TaskCount::kOwnUserNamespace
+                              : TaskCount::kUncapped;
+  if (count != TaskCount::kUncapped) {
     const rlimit threads{kExecutorMaxThreads, kExecutorMaxThreads};
     if (setrlimit(RLIMIT_NPROC, &threads) != 0) return Failed("RLIMIT_NPROC");
   }
@@ -107,7 +165,7 @@ absl::Status EnterSandbox(const SandboxOptions& options) {
   // Not dumpable: /proc/<pid>/mem, fd and maps are root's, and another
   // executor of the same user cannot ptrace or read this one.
   if (prctl(PR_SET_DUMPABLE, 0) != 0) return Failed("PR_SET_DUMPABLE");
-  return absl::OkStatus();
+  return count;
 }
 
 absl::Status RestrictSystemCalls() {

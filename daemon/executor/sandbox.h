@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace hrx::executor {
 
@@ -24,7 +25,9 @@ struct SandboxOptions {
   gid_t gid = 0;
   std::vector<gid_t> groups;  // supplementary groups (device node access)
   // The uid is this executor's alone: its process limit (threads; it can
-  // make no processes) is then its own, kExecutorMaxThreads.
+  // make no processes) is then its own, kExecutorMaxThreads. Without, the
+  // executor counts its tasks apart in a user namespace of its own where
+  // the kernel allows (EnterSandbox).
   bool own_uid = false;
   // cgroup.procs files of the executor's own groups (ExecutorCgroups),
   // joined first, while the process still may.
@@ -34,9 +37,18 @@ struct SandboxOptions {
 // Threads (tasks) an executor with a uid of its own may run.
 inline constexpr rlim_t kExecutorMaxThreads = 1024;
 
+// Whose tasks an executor's process limit (RLIMIT_NPROC, kExecutorMaxThreads)
+// counts once EnterSandbox is done.
+enum class TaskCount {
+  kOwnUid,            // a uid of its own
+  kOwnUserNamespace,  // its uid's, within a user namespace of its own
+  kUncapped,          // its uid's, shared with other executors: not set
+};
+
 // Before the backend opens: closes other descriptors, dies with hrxd,
-// switches user, forbids new privileges and inspection.
-absl::Status EnterSandbox(const SandboxOptions& options);
+// switches user, caps its tasks where they can be counted apart from other
+// executors', forbids new privileges and inspection.
+absl::StatusOr<TaskCount> EnterSandbox(const SandboxOptions& options);
 
 // After the backend opens (its runtime may need more at start): installs
 // the system call allowlist (syscall_policy.h). A no-op where the

@@ -4,7 +4,7 @@
 // otherwise fill that pool with its own waiting calls and stall every
 // tenant's, connections included.
 //
-// A lane per caller identity (uid, or certificate subject): up to
+// A lane per caller (its tenant, services_lane.h LaneOf): up to
 // kLaneThreads threads of its own, started on demand and ended after
 // kLaneIdle without work, kMaxLaneThreads in all. A caller's waiting calls
 // hold only its own lane's threads. Past the total, a call runs on the

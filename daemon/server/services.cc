@@ -459,7 +459,7 @@ grpc::ServerUnaryReactor* StreamsService::Read(
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 StreamsService::Open(grpc::CallbackServerContext* context) {
   return new StreamReactor(core_, DecodeCaller(*context, core_, peers_),
-                           LaneOf(*context, peers_));
+                           LaneOf(core_, *context, peers_));
 }
 
 grpc::ServerUnaryReactor* StreamsService::OpenRing(

@@ -17,21 +17,25 @@
 
 namespace hrx::daemon {
 
-// The lane of a caller: the socket-bound tenant it came through (pods of
-// different tenants may share a uid, root included), else its
-// certificate's subject, else its uid.
-inline std::string LaneOf(const PeerIdentity& identity) {
-  if (!identity.bound_tenant.empty()) return "bound:" + identity.bound_tenant;
+// The lane of a caller: its tenant's. A tenant's calls wait on the same
+// executor and draw on the same budget, so they share one lane: however
+// many uids or connections a tenant floods with, its calls hold at most
+// kLaneThreads threads and never another tenant's. Pods of different
+// socket-bound tenants are different tenants, whatever uid they share. A
+// caller no tenant takes is refused by its handler; its lane is its uid's.
+inline std::string LaneOf(Core& core, const PeerIdentity& identity) {
+  std::shared_ptr<Tenant> tenant = core.sessions().tenants().Resolve(identity);
+  if (tenant != nullptr) return "tenant:" + tenant->name();
   return identity.remote ? "cert:" + identity.certificate_subject
                          : absl::StrCat("uid:", identity.uid);
 }
 
 // The lane of the caller `context` identifies ("" when it is not
 // identified: its work then runs where it arrives, and is refused there).
-inline std::string LaneOf(const grpc::ServerContextBase& context,
+inline std::string LaneOf(Core& core, const grpc::ServerContextBase& context,
                           const PeerRegistry& peers) {
   auto identity = Identify(context, peers);
-  return identity.ok() ? LaneOf(*identity) : "";
+  return identity.ok() ? LaneOf(core, *identity) : "";
 }
 
 // Runs `body` (which answers through Finish or CallReactor, never through
@@ -51,7 +55,7 @@ grpc::ServerUnaryReactor* OnCallLane(Core& core, const PeerRegistry& peers,
     (void)body();
     current_lane_call = outer;
   };
-  if (!CallLanes::ForServer().Run(LaneOf(*identity), run)) run();
+  if (!CallLanes::ForServer().Run(LaneOf(core, *identity), run)) run();
   return reactor;
 }
 
