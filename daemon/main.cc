@@ -64,7 +64,7 @@ ABSL_FLAG(bool, executor_cgroups, true,
           "without, hrxd warns and runs executors without groups)");
 ABSL_FLAG(uint64_t, executor_memory_mb, 0,
           "memory a tenant's own executor (its kernels) may use, in MiB; 0: "
-          "half of physical memory");
+          "a quarter of physical memory");
 ABSL_FLAG(uint64_t, tenant_executors_memory_mb, 0,
           "memory every tenant's own executor may use together, in MiB (the "
           "kernel ends the largest past it); 0: half of physical memory");

@@ -187,9 +187,11 @@ absl::StatusOr<std::unique_ptr<DeviceSet>> OpenDevices(
   executors.hang_limit = std::min(absl::Milliseconds(options.executor_hang_ms),
                                   executors.watchdog);
   executors.cgroups = options.executor_cgroups;
+  // A quarter each, half all together: one tenant at its limit leaves the
+  // others room in the group they share.
   executors.memory_bytes = options.executor_memory_bytes != 0
                                ? options.executor_memory_bytes
-                               : PhysicalMemoryBytes() / 2;
+                               : PhysicalMemoryBytes() / 4;
   executors.tenants_memory_bytes = options.tenant_executors_memory_bytes != 0
                                        ? options.tenant_executors_memory_bytes
                                        : PhysicalMemoryBytes() / 2;

@@ -43,7 +43,7 @@ struct DaemonOptions {
   int64_t executor_hang_ms = 10000;      // no ping answer this long: killed
   // Each executor in a control group of its own (ExecutorCgroups).
   bool executor_cgroups = true;
-  uint64_t executor_memory_bytes = 0;  // a tenant's own; 0: half of memory
+  uint64_t executor_memory_bytes = 0;  // a tenant's own; 0: a quarter
   // Every tenant's own executor together; 0: half of memory.
   uint64_t tenant_executors_memory_bytes = 0;
   // Where socket-bound tenants' directories go; empty: "tenants" beside the

@@ -303,6 +303,8 @@ constexpr ReasonInfo kReasons[] = {
      absl::StatusCode::kFailedPrecondition, Origin::kStartup},
     {Reason::kTooManyRings, "too_many_rings",
      absl::StatusCode::kResourceExhausted, Origin::kDaemon},
+    {Reason::kTooManyCalls, "too_many_calls",
+     absl::StatusCode::kResourceExhausted, Origin::kDaemon},
 };
 
 constexpr bool InEnumOrder() {

@@ -165,6 +165,7 @@ enum class Reason : uint16_t {
   kTenantBusy,
   kSocketDirShared,
   kTooManyRings,
+  kTooManyCalls,
 };
 
 enum class Origin : uint8_t {

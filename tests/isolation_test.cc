@@ -197,14 +197,23 @@ TEST_F(ManyUidsOfOneTenantTest, AllItsUidsShareOneLane) {
          absl::StrCat("--seed=", 10 + i), "--bytes=4099", "--rounds=1"},
         dir_));
   }
-  Subprocess bystander = StartBystander(/*rounds=*/3);
-  ExpectBystanderUnharmed(bystander);
+  // Each worker opens a session (its executor is known: no wait), then
+  // waits for a stream's queue from the frozen executor.
+  const uint64_t sessions = kFloodUids + 1;  // and the attacker's
+  for (int i = 0; i < 500 && Tenant("ops").usage().sessions() < sessions; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(Tenant("ops").usage().sessions(), sessions);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   // Every worker's call now waits on the frozen executor: one lane of
   // kLaneThreads threads holds them all (slack for gRPC's own threads).
   const size_t threads_waiting = ProcEntries(hrxd, "task");
   EXPECT_LE(threads_waiting, threads_before + 4 + 8)
       << kFloodUids << " uids of one tenant waiting took "
       << threads_waiting - threads_before << " threads of hrxd";
+  // Another tenant works meanwhile.
+  Subprocess bystander = StartBystander(/*rounds=*/3);
+  ExpectBystanderUnharmed(bystander);
   ASSERT_EQ(kill(own, SIGCONT), 0);
   for (Subprocess& worker : waiting) {
     EXPECT_EQ(worker.Wait(), 0) << worker.Stdout() << worker.Stderr();

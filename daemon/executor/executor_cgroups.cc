@@ -88,9 +88,20 @@ void RemoveExecutorGroups(const std::string& group) {
   for (const std::string& executor : executors) rmdir(executor.c_str());
 }
 
+// Whether this process is in the initial PID namespace (whose inode number
+// the kernel fixes, PROC_PID_INIT_INO): only there does kill(pid, 0) tell
+// whether the hrxd a group is named after lives.
+bool InInitialPidNamespace() {
+  struct stat own {};
+  return stat("/proc/self/ns/pid", &own) == 0 && own.st_ino == 0xEFFFFFFCu;
+}
+
 // Groups `hrxd-PID` that a previous hrxd left (it was killed before it could
-// remove them) go: rmdir refuses any group still holding a process.
+// remove them) go: rmdir refuses any group still holding a process. Not
+// from inside a PID namespace, where every other hrxd looks dead: its
+// sweep removed a live hrxd's empty groups as it was about to use them.
 void SweepStale(const std::string& dir) {
+  if (!InInitialPidNamespace()) return;
   DIR* listing = opendir(dir.c_str());
   if (listing == nullptr) return;
   std::vector<std::string> stale;
@@ -163,6 +174,12 @@ absl::Status ExecutorCgroups::MakeTenantsGroup(size_t i) {
         return enabled;
       }
     }
+    // v1 before 5.11 counts a child's memory in its parent's only where
+    // the parent says so (later kernels always do, and accept the 1).
+    if (version_ == Version::kV1 && MemoryHere(i) &&
+        Exists(group + "/memory.use_hierarchy")) {
+      (void)WriteFile(group + "/memory.use_hierarchy", "1");
+    }
     const std::string limit_file =
         group +
         (version_ == Version::kV2 ? "/memory.max" : "/memory.limit_in_bytes");
@@ -202,8 +219,10 @@ absl::StatusOr<std::unique_ptr<ExecutorCgroups>> ExecutorCgroups::OpenV2(
       rmdir(parent.c_str());
       return Unavailable(std::string(enabled.message()));
     }
-    return std::unique_ptr<ExecutorCgroups>(
+    auto made = std::unique_ptr<ExecutorCgroups>(
         new ExecutorCgroups(Version::kV2, {parent}, ""));
+    made->caps_memory_ = memory;
+    return made;
   }
   // A delegated group: processes only in leaves, so hrxd moves into one.
   const std::string leaf = dir + "/daemon";
@@ -226,8 +245,10 @@ absl::StatusOr<std::unique_ptr<ExecutorCgroups>> ExecutorCgroups::OpenV2(
                                     " (other processes share hrxd's group ",
                                     dir, ")"));
   }
-  return std::unique_ptr<ExecutorCgroups>(
+  auto made = std::unique_ptr<ExecutorCgroups>(
       new ExecutorCgroups(Version::kV2, {dir}, leaf));
+  made->caps_memory_ = memory;
+  return made;
 }
 
 absl::StatusOr<std::unique_ptr<ExecutorCgroups>> ExecutorCgroups::OpenV1(
@@ -265,8 +286,11 @@ absl::StatusOr<std::unique_ptr<ExecutorCgroups>> ExecutorCgroups::OpenV1(
     }
     parents.push_back(parent);
   }
-  return std::unique_ptr<ExecutorCgroups>(
+  const bool memory = parents.size() > 1;
+  auto made = std::unique_ptr<ExecutorCgroups>(
       new ExecutorCgroups(Version::kV1, std::move(parents), ""));
+  made->caps_memory_ = memory;
+  return made;
 }
 
 ExecutorCgroups::~ExecutorCgroups() {

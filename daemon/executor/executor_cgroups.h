@@ -65,6 +65,9 @@ class ExecutorCgroups {
                                                    const CgroupLimits& limits);
   // "cgroup v2 under /sys/fs/cgroup/...", for the start-up log line.
   std::string Describe() const;
+  // Whether memory is controlled (v2: the memory controller was offered;
+  // v1: there is a memory hierarchy): memory limits hold only then.
+  bool caps_memory() const { return caps_memory_; }
 
  private:
   enum class Version { kV1, kV2 };
@@ -91,6 +94,7 @@ class ExecutorCgroups {
   const std::vector<std::string> parents_;
   // v2: the leaf hrxd moved itself into (left as is at the end).
   const std::string own_leaf_;
+  bool caps_memory_ = false;  // set once, in Open
   // The cap of the `tenants` groups (0: none); set once, in Open.
   uint64_t tenants_memory_bytes_ = 0;
   absl::Mutex mu_;

@@ -72,14 +72,16 @@ absl::StatusOr<std::unique_ptr<ExecutorPool>> ExecutorPool::Start(
     auto cgroups = ExecutorCgroups::Open(options.tenants_memory_bytes);
     if (cgroups.ok()) {
       pool->cgroups_ = *std::move(cgroups);
+      // No memory controller: the limits below are not in force.
+      const bool caps = pool->cgroups_->caps_memory();
       daemon::Logger("executor")
           ->info(
               "each executor runs in a control group of its own ({}): {} "
               "tasks, {} of memory for a tenant's own, {} for all tenants' "
               "own together",
               pool->cgroups_->Describe(), kExecutorMaxThreads,
-              MiBOrNoLimit(options.memory_bytes),
-              MiBOrNoLimit(options.tenants_memory_bytes));
+              MiBOrNoLimit(caps ? options.memory_bytes : 0),
+              MiBOrNoLimit(caps ? options.tenants_memory_bytes : 0));
     } else {
       daemon::Logger("executor")
           ->warn("{}", std::string(cgroups.status().message()));

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -75,22 +76,13 @@ bool WriteProcSelf(const char* file, const std::string& text) {
   return written;
 }
 
-// Moves the (still single-threaded) executor into a user namespace of its
-// own, mapping its uid and gid to themselves, and gives up the capabilities
-// that namespace grants: its tasks then count against RLIMIT_NPROC apart
-// from every other process of its uid, while its uid and files stay as
-// they were. False where the kernel does not allow it (no unprivileged
-// user namespaces, a thread already running, an older kernel).
-bool EnterOwnUserNamespace() {
-  if (!CountsTasksPerUserNamespace()) return false;
+// Moves the calling process into a user namespace of its own, mapping its
+// uid and gid to themselves, and gives up the capabilities that namespace
+// grants. False at the first step that fails.
+bool UnshareMappedUserNamespace() {
   const uid_t uid = geteuid();
   const gid_t gid = getegid();
-  // Its /proc/self files are root's while it is not dumpable (as after
-  // leaving root): the maps below need them its own. EnterSandbox makes it
-  // not dumpable again before any tenant code runs.
-  if (prctl(PR_SET_DUMPABLE, 1) != 0) return false;
   if (unshare(CLONE_NEWUSER) != 0) return false;
-  // The namespace cannot be left again: it must at least map the ids.
   if (!WriteProcSelf("/proc/self/uid_map",
                      absl::StrFormat("%d %d 1", uid, uid)) ||
       !WriteProcSelf("/proc/self/setgroups", "deny") ||
@@ -101,6 +93,41 @@ bool EnterOwnUserNamespace() {
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct none[2] = {};
   return syscall(SYS_capset, &header, none) == 0;
+}
+
+// Whether UnshareMappedUserNamespace would succeed here, tried in a child
+// that then exits: a kernel may allow the namespace but not its maps
+// (Ubuntu's AppArmor restriction of unprivileged namespaces), and a process
+// left in a namespace without maps could not make a file.
+bool UserNamespaceWorks() {
+  const pid_t child = fork();
+  if (child < 0) return false;
+  if (child == 0) _exit(UnshareMappedUserNamespace() ? 0 : 1);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// Where the executor's uid is shared with other executors and no control
+// group caps its tasks: moves it into a user namespace of its own, so that
+// its tasks count against RLIMIT_NPROC apart from every other process of
+// its uid (Linux 5.14 on), while its uid and files stay as they were.
+// kUncapped where the kernel does not allow it (an older kernel, no
+// unprivileged user namespaces, systemd's RestrictNamespaces=), or where
+// writing its maps would need it dumpable (it left root: its /proc files
+// are root's, and making it dumpable for that would open it to other
+// processes of its uid). Fails only when the namespace was entered and then
+// could not be finished (it cannot be left again).
+absl::StatusOr<TaskCount> CountTasksApart() {
+  if (!CountsTasksPerUserNamespace() || prctl(PR_GET_DUMPABLE) != 1 ||
+      !UserNamespaceWorks()) {
+    return TaskCount::kUncapped;
+  }
+  if (!UnshareMappedUserNamespace()) {
+    return Failed("a user namespace of its own (it worked in a trial)");
+  }
+  return TaskCount::kOwnUserNamespace;
 }
 
 }  // namespace
@@ -144,11 +171,17 @@ absl::StatusOr<TaskCount> EnterSandbox(const SandboxOptions& options) {
   // alone: a uid of its own, or a namespace of its own. The namespace comes
   // first: the limit its parent level keeps is the one in force as it is
   // made, hrxd's, never the executor's (lowering needs no privilege).
-  const TaskCount count = options.own_uid ? TaskCount::kOwnUid
-                          : EnterOwnUserNamespace()
-                              ? TaskCount::kOwnUserNamespace
-                              : TaskCount::kUncapped;
-  if (count != TaskCount::kUncapped) {
+  // With a control group of its own, pids.max counts its tasks already.
+  TaskCount count = TaskCount::kOwnUid;
+  if (!options.own_uid) {
+    count = TaskCount::kInControlGroup;
+    if (options.cgroup_procs.empty()) {
+      absl::StatusOr<TaskCount> apart = CountTasksApart();
+      if (!apart.ok()) return apart.status();
+      count = *apart;
+    }
+  }
+  if (count == TaskCount::kOwnUid || count == TaskCount::kOwnUserNamespace) {
     const rlimit threads{kExecutorMaxThreads, kExecutorMaxThreads};
     if (setrlimit(RLIMIT_NPROC, &threads) != 0) return Failed("RLIMIT_NPROC");
   }

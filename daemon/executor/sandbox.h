@@ -42,6 +42,7 @@ inline constexpr rlim_t kExecutorMaxThreads = 1024;
 enum class TaskCount {
   kOwnUid,            // a uid of its own
   kOwnUserNamespace,  // its uid's, within a user namespace of its own
+  kInControlGroup,    // not set: its control group's pids.max caps it
   kUncapped,          // its uid's, shared with other executors: not set
 };
 

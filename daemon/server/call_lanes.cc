@@ -18,16 +18,17 @@ CallLanes::~CallLanes() {
   mu_.Await(absl::Condition(&ended));
 }
 
-bool CallLanes::Run(const std::string& lane, std::function<void()> work) {
+CallLanes::Admitted CallLanes::Run(const std::string& lane,
+                                   std::function<void()> work) {
   absl::MutexLock lock(&mu_);
   Lane& target = lanes_[lane];
-  if (target.queued.size() >= kMaxLaneQueuedCalls) return false;
+  if (target.queued.size() >= kMaxLaneQueuedCalls) return Admitted::kLaneFull;
   const bool start = target.idle <= target.queued.size() &&
                      target.threads < kLaneThreads &&
                      threads_ < kMaxLaneThreads;
   if (target.threads == 0 && !start) {
     if (target.queued.empty()) lanes_.erase(lane);
-    return false;  // no thread of its own, and none to be had
+    return Admitted::kNoThread;  // no thread of its own, none to be had
   }
   target.queued.push_back(std::move(work));
   if (start) {
@@ -39,14 +40,14 @@ bool CallLanes::Run(const std::string& lane, std::function<void()> work) {
       if (target.threads == 0) {
         target.queued.pop_back();
         if (target.queued.empty()) lanes_.erase(lane);
-        return false;
+        return Admitted::kNoThread;
       }
-      return true;
+      return Admitted::kQueued;
     }
     ++target.threads;
     ++threads_;
   }
-  return true;
+  return Admitted::kQueued;
 }
 
 size_t CallLanes::threads() const {

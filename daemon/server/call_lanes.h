@@ -43,10 +43,16 @@ class CallLanes {
   CallLanes(const CallLanes&) = delete;
   CallLanes& operator=(const CallLanes&) = delete;
 
+  // What Run did with a call.
+  enum class Admitted {
+    kQueued,    // it runs on the lane
+    kLaneFull,  // the lane holds kMaxLaneQueuedCalls calls: refuse it
+    kNoThread,  // the lane has no thread, and none can be started
+  };
   // Runs `work` on `lane`'s threads, in arrival order as threads free up.
-  // False (nothing runs) when the lane already holds kMaxLaneQueuedCalls
-  // calls, or no thread can be started: the caller runs or refuses it.
-  bool Run(const std::string& lane, std::function<void()> work)
+  // Otherwise nothing runs: the caller refuses the call (kLaneFull, the
+  // caller's own doing) or runs it itself (kNoThread).
+  Admitted Run(const std::string& lane, std::function<void()> work)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   size_t threads() const ABSL_LOCKS_EXCLUDED(mu_);

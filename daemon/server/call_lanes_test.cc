@@ -12,6 +12,9 @@
 namespace hrx::daemon {
 namespace {
 
+#define ASSERT_QUEUED(admitted) \
+  ASSERT_EQ((admitted), CallLanes::Admitted::kQueued)
+
 // Work that waits until `release` is notified, counting itself while it runs.
 std::function<void()> Blocked(absl::Notification& release,
                               std::atomic<int>& running) {
@@ -33,13 +36,13 @@ TEST(CallLanesTest, ALaneRunsAtMostItsThreadsAndHoldsUpNoOtherLane) {
   absl::Notification release;
   std::atomic<int> running{0};
   for (size_t i = 0; i < kLaneThreads + 3; ++i) {
-    ASSERT_TRUE(lanes.Run("uid:1", Blocked(release, running)));
+    ASSERT_QUEUED(lanes.Run("uid:1", Blocked(release, running)));
   }
   WaitFor([&] { return running.load() == static_cast<int>(kLaneThreads); });
   EXPECT_EQ(lanes.threads(), kLaneThreads);
   // Another caller's call runs at once.
   absl::Notification other;
-  ASSERT_TRUE(lanes.Run("uid:2", [&other] { other.Notify(); }));
+  ASSERT_QUEUED(lanes.Run("uid:2", [&other] { other.Notify(); }));
   EXPECT_TRUE(other.WaitForNotificationWithTimeout(absl::Seconds(10)));
   release.Notify();
   WaitFor([&] { return running.load() == 0; });
@@ -52,14 +55,15 @@ TEST(CallLanesTest, ALanesQueueIsBoundedAtItsLimit) {
   absl::Notification release;
   std::atomic<int> running{0};
   for (size_t i = 0; i < kLaneThreads; ++i) {
-    ASSERT_TRUE(lanes.Run("uid:1", Blocked(release, running)));
+    ASSERT_QUEUED(lanes.Run("uid:1", Blocked(release, running)));
   }
   WaitFor([&] { return running.load() == static_cast<int>(kLaneThreads); });
   std::atomic<size_t> ran{0};
   for (size_t i = 0; i < kMaxLaneQueuedCalls; ++i) {
-    ASSERT_TRUE(lanes.Run("uid:1", [&ran] { ran.fetch_add(1); })) << i;
+    ASSERT_QUEUED(lanes.Run("uid:1", [&ran] { ran.fetch_add(1); })) << i;
   }
-  EXPECT_FALSE(lanes.Run("uid:1", [] {})) << "past the queue's limit";
+  EXPECT_EQ(lanes.Run("uid:1", [] {}), CallLanes::Admitted::kLaneFull)
+      << "past the queue's limit";
   release.Notify();
   WaitFor([&] { return ran.load() == kMaxLaneQueuedCalls; });
 }
@@ -71,16 +75,16 @@ TEST(CallLanesTest, PastTheTotalOfThreadsANewLaneIsTurnedBack) {
   const size_t full_lanes = kMaxLaneThreads / kLaneThreads;
   for (size_t lane = 0; lane < full_lanes; ++lane) {
     for (size_t i = 0; i < kLaneThreads; ++i) {
-      ASSERT_TRUE(
+      ASSERT_QUEUED(
           lanes.Run(absl::StrCat("uid:", lane), Blocked(release, running)));
     }
   }
   WaitFor([&] { return running.load() == static_cast<int>(kMaxLaneThreads); });
   EXPECT_EQ(lanes.threads(), kMaxLaneThreads);
   // The caller then runs it itself (the server: on the gRPC thread).
-  EXPECT_FALSE(lanes.Run("uid:new", [] {}));
+  EXPECT_EQ(lanes.Run("uid:new", [] {}), CallLanes::Admitted::kNoThread);
   // A lane with threads of its own still queues.
-  EXPECT_TRUE(lanes.Run("uid:0", [] {}));
+  EXPECT_EQ(lanes.Run("uid:0", [] {}), CallLanes::Admitted::kQueued);
   release.Notify();
   WaitFor([&] { return lanes.threads() == 0; });
 }

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "daemon/core/core.h"
 #include "daemon/server/call_lanes.h"
 #include "daemon/server/decode.h"
@@ -38,6 +39,17 @@ inline std::string LaneOf(Core& core, const grpc::ServerContextBase& context,
   return identity.ok() ? LaneOf(core, *identity) : "";
 }
 
+// A call refused because its tenant already has kMaxLaneQueuedCalls calls
+// waiting for its lane.
+inline absl::Status LaneFull() {
+  return Refusal(Reason::kTooManyCalls,
+                 absl::StrFormat("your tenant already has %d calls waiting "
+                                 "for hrxd (%d run at once; its executor may "
+                                 "be frozen or slow). Fix: wait for your "
+                                 "calls' answers before sending more.",
+                                 kMaxLaneQueuedCalls, kLaneThreads));
+}
+
 // Runs `body` (which answers through Finish or CallReactor, never through
 // the context's default reactor) on the caller's lane, and returns the
 // reactor it answers on. An unidentified caller is refused on the spot; a
@@ -55,7 +67,18 @@ grpc::ServerUnaryReactor* OnCallLane(Core& core, const PeerRegistry& peers,
     (void)body();
     current_lane_call = outer;
   };
-  if (!CallLanes::ForServer().Run(LaneOf(core, *identity), run)) run();
+  switch (CallLanes::ForServer().Run(LaneOf(core, *identity), run)) {
+    case CallLanes::Admitted::kQueued:
+      break;
+    case CallLanes::Admitted::kLaneFull:
+      // Run here instead, it could hold a gRPC thread (its executor frozen).
+      core.refusals().Count(LaneFull());
+      reactor->Finish(shared::ToGrpcStatus(LaneFull()));
+      break;
+    case CallLanes::Admitted::kNoThread:
+      run();
+      break;
+  }
   return reactor;
 }
 

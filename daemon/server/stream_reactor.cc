@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "daemon/server/call_lanes.h"
+#include "daemon/server/services_lane.h"
 #include "daemon/server/wire_shape.h"
 
 namespace hrx::daemon {
@@ -19,8 +20,16 @@ void StreamReactor::OnReadDone(bool ok) {
   if (!ok) return OnRequestsEnded();
   // Safe to hand on: until this request is handled no read is pending, so
   // the conversation cannot end (and OnDone cannot come) before it is.
-  if (lane_.empty() ||
-      !CallLanes::ForServer().Run(lane_, [this] { HandleRead(); })) {
+  const CallLanes::Admitted admitted =
+      lane_.empty()
+          ? CallLanes::Admitted::kNoThread
+          : CallLanes::ForServer().Run(lane_, [this] { HandleRead(); });
+  if (admitted == CallLanes::Admitted::kLaneFull) {
+    // Refused like a malformed request: at the stream's next sync point
+    // (or, before it is open, as the call's end).
+    raw_request_.Clear();
+    OnRequest(LaneFull());
+  } else if (admitted == CallLanes::Admitted::kNoThread) {
     HandleRead();
   }
 }
