@@ -188,6 +188,8 @@ TEST_F(ManyUidsOfOneTenantTest, AllItsUidsShareOneLane) {
   const pid_t own = ExecutorPid(hrxd, "ops");
   ASSERT_GT(own, 0);
   const size_t threads_before = ProcEntriesSteady(hrxd, "task");
+  // The attacker's, and this test's admin channel.
+  const uint64_t connections = Tenant("ops").usage().connections() + kFloodUids;
   ASSERT_EQ(kill(own, SIGSTOP), 0);
   std::vector<Subprocess> waiting;
   for (int i = 0; i < kFloodUids; ++i) {
@@ -197,14 +199,21 @@ TEST_F(ManyUidsOfOneTenantTest, AllItsUidsShareOneLane) {
          absl::StrCat("--seed=", 10 + i), "--bytes=4099", "--rounds=1"},
         dir_));
   }
-  // Each worker opens a session (its executor is known: no wait), then
-  // waits for a stream's queue from the frozen executor.
-  const uint64_t sessions = kFloodUids + 1;  // and the attacker's
-  for (int i = 0; i < 500 && Tenant("ops").usage().sessions() < sessions; ++i) {
+  // Each worker connects, then its calls (a session, a stream's queue from
+  // the frozen executor) wait on its tenant's lane, whose threads wait for
+  // the executor. (Admin calls, as Tenant() makes, take a lane of their
+  // own.)
+  for (int i = 0; i < 500 && Tenant("ops").usage().connections() < connections;
+       ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  ASSERT_EQ(Tenant("ops").usage().sessions(), sessions);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_EQ(Tenant("ops").usage().connections(), connections);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  for (Subprocess& worker : waiting) {
+    ASSERT_FALSE(worker.Poll().has_value())
+        << "a worker ended while its executor was frozen: " << worker.Stdout()
+        << worker.Stderr();
+  }
   // Every worker's call now waits on the frozen executor: one lane of
   // kLaneThreads threads holds them all (slack for gRPC's own threads).
   const size_t threads_waiting = ProcEntries(hrxd, "task");

@@ -35,7 +35,8 @@ grpc::ServerUnaryReactor* AdminService::CreateBoundTenant(
     const hrx::v1::CreateBoundTenantRequest* request,
     hrx::v1::CreateBoundTenantResponse* response) {
   return OnCallLane(
-      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+      core_, peers_, context,
+      [=, this]() -> grpc::ServerUnaryReactor* {
         if (absl::Status allowed = Authorize(*context, Role::kAdmin);
             !allowed.ok()) {
           return Finish(core_, context, allowed);
@@ -46,7 +47,8 @@ grpc::ServerUnaryReactor* AdminService::CreateBoundTenant(
         if (created.ok())
           EncodeBoundTenant(*created, response->mutable_tenant());
         return Finish(core_, context, created.status());
-      });
+      },
+      LaneKind::kAdmin);
 }
 
 grpc::ServerUnaryReactor* AdminService::RemoveBoundTenant(
@@ -54,7 +56,8 @@ grpc::ServerUnaryReactor* AdminService::RemoveBoundTenant(
     const hrx::v1::RemoveBoundTenantRequest* request,
     hrx::v1::RemoveBoundTenantResponse* response) {
   return OnCallLane(
-      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+      core_, peers_, context,
+      [=, this]() -> grpc::ServerUnaryReactor* {
         if (absl::Status allowed = Authorize(*context, Role::kAdmin);
             !allowed.ok()) {
           return Finish(core_, context, allowed);
@@ -72,7 +75,8 @@ grpc::ServerUnaryReactor* AdminService::RemoveBoundTenant(
               reactor->Finish(shared::ToGrpcStatus(removed.status()));
             });
         return reactor;
-      });
+      },
+      LaneKind::kAdmin);
 }
 
 grpc::ServerUnaryReactor* AdminService::ListBoundTenants(
@@ -80,7 +84,8 @@ grpc::ServerUnaryReactor* AdminService::ListBoundTenants(
     const hrx::v1::ListBoundTenantsRequest* request,
     hrx::v1::ListBoundTenantsResponse* response) {
   return OnCallLane(
-      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+      core_, peers_, context,
+      [=, this]() -> grpc::ServerUnaryReactor* {
         if (absl::Status allowed = Authorize(*context, Role::kObserver);
             !allowed.ok()) {
           return Finish(core_, context, allowed);
@@ -92,7 +97,8 @@ grpc::ServerUnaryReactor* AdminService::ListBoundTenants(
         response->set_tenant_socket_dir(bound_->options().root);
         response->set_max_bound_tenants(bound_->options().max_bound_tenants);
         return Finish(core_, context, absl::OkStatus());
-      });
+      },
+      LaneKind::kAdmin);
 }
 
 grpc::ServerUnaryReactor* AdminService::SetBoundTenantLabels(
@@ -100,7 +106,8 @@ grpc::ServerUnaryReactor* AdminService::SetBoundTenantLabels(
     const hrx::v1::SetBoundTenantLabelsRequest* request,
     hrx::v1::SetBoundTenantLabelsResponse* response) {
   return OnCallLane(
-      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+      core_, peers_, context,
+      [=, this]() -> grpc::ServerUnaryReactor* {
         if (absl::Status allowed = Authorize(*context, Role::kAdmin);
             !allowed.ok()) {
           return Finish(core_, context, allowed);
@@ -108,7 +115,8 @@ grpc::ServerUnaryReactor* AdminService::SetBoundTenantLabels(
         return Finish(core_, context,
                       core_.admin().SetBoundTenantLabels(
                           request->name(), LabelsOf(request->labels())));
-      });
+      },
+      LaneKind::kAdmin);
 }
 
 }  // namespace hrx::daemon

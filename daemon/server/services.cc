@@ -659,7 +659,8 @@ grpc::ServerUnaryReactor* AdminService::ListTenants(
     const hrx::v1::ListTenantsRequest* request,
     hrx::v1::ListTenantsResponse* response) {
   return OnCallLane(
-      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+      core_, peers_, context,
+      [=, this]() -> grpc::ServerUnaryReactor* {
         if (absl::Status allowed = Authorize(*context, Role::kObserver);
             !allowed.ok()) {
           return Finish(core_, context, allowed);
@@ -676,7 +677,8 @@ grpc::ServerUnaryReactor* AdminService::ListTenants(
           info->set_detached_export_bytes(tenant.detached_export_bytes);
         }
         return Finish(core_, context, absl::OkStatus());
-      });
+      },
+      LaneKind::kAdmin);
 }
 
 grpc::ServerUnaryReactor* AdminService::ListExecutors(
@@ -684,7 +686,8 @@ grpc::ServerUnaryReactor* AdminService::ListExecutors(
     const hrx::v1::ListExecutorsRequest* request,
     hrx::v1::ListExecutorsResponse* response) {
   return OnCallLane(
-      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+      core_, peers_, context,
+      [=, this]() -> grpc::ServerUnaryReactor* {
         if (absl::Status allowed = Authorize(*context, Role::kObserver);
             !allowed.ok()) {
           return Finish(core_, context, allowed);
@@ -701,7 +704,8 @@ grpc::ServerUnaryReactor* AdminService::ListExecutors(
           info->set_last_loss(executor.last_loss);
         }
         return Finish(core_, context, absl::OkStatus());
-      });
+      },
+      LaneKind::kAdmin);
 }
 
 grpc::ServerUnaryReactor* AdminService::ListSessions(
@@ -709,7 +713,8 @@ grpc::ServerUnaryReactor* AdminService::ListSessions(
     const hrx::v1::ListSessionsRequest* request,
     hrx::v1::ListSessionsResponse* response) {
   return OnCallLane(
-      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+      core_, peers_, context,
+      [=, this]() -> grpc::ServerUnaryReactor* {
         if (absl::Status allowed = Authorize(*context, Role::kObserver);
             !allowed.ok()) {
           return Finish(core_, context, allowed);
@@ -728,7 +733,8 @@ grpc::ServerUnaryReactor* AdminService::ListSessions(
           info->set_buffer_bytes(session.buffer_bytes);
         }
         return Finish(core_, context, absl::OkStatus());
-      });
+      },
+      LaneKind::kAdmin);
 }
 
 grpc::ServerUnaryReactor* AdminService::ListBuffers(
@@ -736,7 +742,8 @@ grpc::ServerUnaryReactor* AdminService::ListBuffers(
     const hrx::v1::ListBuffersRequest* request,
     hrx::v1::ListBuffersResponse* response) {
   return OnCallLane(
-      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+      core_, peers_, context,
+      [=, this]() -> grpc::ServerUnaryReactor* {
         if (absl::Status allowed = Authorize(*context, Role::kObserver);
             !allowed.ok()) {
           return Finish(core_, context, allowed);
@@ -752,7 +759,8 @@ grpc::ServerUnaryReactor* AdminService::ListBuffers(
           info->set_shared(buffer.shared);
         }
         return Finish(core_, context, absl::OkStatus());
-      });
+      },
+      LaneKind::kAdmin);
 }
 
 grpc::ServerUnaryReactor* AdminService::SetBudget(
@@ -760,7 +768,8 @@ grpc::ServerUnaryReactor* AdminService::SetBudget(
     const hrx::v1::SetBudgetRequest* request,
     hrx::v1::SetBudgetResponse* response) {
   return OnCallLane(
-      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+      core_, peers_, context,
+      [=, this]() -> grpc::ServerUnaryReactor* {
         if (absl::Status allowed = Authorize(*context, Role::kAdmin);
             !allowed.ok()) {
           return Finish(core_, context, allowed);
@@ -769,7 +778,8 @@ grpc::ServerUnaryReactor* AdminService::SetBudget(
             core_, context,
             core_.admin().SetBudget(request->tenant(),
                                     LimitsFromBudget(request->budget())));
-      });
+      },
+      LaneKind::kAdmin);
 }
 
 grpc::ServerUnaryReactor* AdminService::EvictSession(
@@ -777,7 +787,8 @@ grpc::ServerUnaryReactor* AdminService::EvictSession(
     const hrx::v1::EvictSessionRequest* request,
     hrx::v1::EvictSessionResponse* response) {
   return OnCallLane(
-      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+      core_, peers_, context,
+      [=, this]() -> grpc::ServerUnaryReactor* {
         if (absl::Status allowed = Authorize(*context, Role::kAdmin);
             !allowed.ok()) {
           return Finish(core_, context, allowed);
@@ -794,7 +805,8 @@ grpc::ServerUnaryReactor* AdminService::EvictSession(
             },
             Core::CloseCause::kEviction);
         return reactor;
-      });
+      },
+      LaneKind::kAdmin);
 }
 
 }  // namespace hrx::daemon

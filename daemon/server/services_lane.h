@@ -54,10 +54,17 @@ inline absl::Status LaneFull() {
 // the context's default reactor) on the caller's lane, and returns the
 // reactor it answers on. An unidentified caller is refused on the spot; a
 // call the lanes cannot take runs here, as every call once did.
+//
+// Which of its tenant's lanes a call takes: its work's, or (kAdmin, for
+// the Admin and BoundTenants services) one for administration, so that an
+// admin whose own tenant's executor is frozen, with that tenant's lane
+// full of calls waiting for it, can still list and evict.
+enum class LaneKind { kWork, kAdmin };
 template <typename Body>
 grpc::ServerUnaryReactor* OnCallLane(Core& core, const PeerRegistry& peers,
                                      grpc::CallbackServerContext* context,
-                                     Body body) {
+                                     Body body,
+                                     LaneKind kind = LaneKind::kWork) {
   auto identity = Identify(*context, peers);
   if (!identity.ok()) return Finish(core, context, identity.status());
   auto* reactor = new LaneReactor();
@@ -67,7 +74,9 @@ grpc::ServerUnaryReactor* OnCallLane(Core& core, const PeerRegistry& peers,
     (void)body();
     current_lane_call = outer;
   };
-  switch (CallLanes::ForServer().Run(LaneOf(core, *identity), run)) {
+  const std::string lane = LaneOf(core, *identity);
+  switch (CallLanes::ForServer().Run(
+      kind == LaneKind::kAdmin ? "admin:" + lane : lane, run)) {
     case CallLanes::Admitted::kQueued:
       break;
     case CallLanes::Admitted::kLaneFull:
