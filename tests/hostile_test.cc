@@ -211,9 +211,12 @@ class HostileTest : public ::testing::Test {
   }
 
   // Polls until `tenant` uses nothing and the daemon holds no more
-  // descriptors than at the start, for at most `limit`.
+  // descriptors than at the start, for at most `limit`: what is checked is
+  // that everything comes back, not how fast (a killed client's release is
+  // asynchronous, and took over a second under ThreadSanitizer on a busy
+  // machine), so the limit is kill_loop_test's.
   bool BackToBaseline(const std::string& tenant,
-                      absl::Duration limit = absl::Seconds(1)) {
+                      absl::Duration limit = absl::Seconds(20)) {
     const absl::Time deadline = absl::Now() + limit;
     while (absl::Now() < deadline) {
       if (AllZero(Tenant(tenant).usage()) && DaemonFds() <= baseline_fds_) {
@@ -311,7 +314,7 @@ TEST_F(HostileTest, SuspendedUploadsFreezeNobody) {
   Release();
   EXPECT_EQ(mallory.Wait(), 0) << mallory.Stdout() << mallory.Stderr();
   EXPECT_THAT(mallory.Stdout(), HasSubstr("uploads_intact: yes"));
-  EXPECT_TRUE(BackToBaseline("mallory", absl::Seconds(5)));
+  EXPECT_TRUE(BackToBaseline("mallory"));
 }
 
 // Findings 4 and 6: every object is counted per tenant; floods stop at the
@@ -394,7 +397,7 @@ TEST_F(HostileTest, RequestsCostTheDaemonNoMoreThanTheirBoundedShape) {
   ExpectBystanderUnharmed("with a client that never reads its replies");
   unread.Signal(SIGKILL);
   unread.Wait();
-  EXPECT_TRUE(BackToBaseline("mallory", absl::Seconds(5)));
+  EXPECT_TRUE(BackToBaseline("mallory"));
 }
 
 // Finding 7: dripping side-channel connections hold nothing but themselves.

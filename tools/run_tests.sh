@@ -33,8 +33,14 @@ for phase in $phases; do
       # slowdown (docs/reliability.md, "Known gaps"): a second attempt is
       # allowed there, and a target that needed it is marked FLAKY in the
       # count below.
+      # Under TSan (6 to 10 times slower) two suites side by side starve a
+      # two-core machine: hrxd's connects missed libhrx's 5 s deadline and
+      # an executor's 30 s watchdog fired while both load tests ran. TSan
+      # runs one test at a time.
+      jobs=()
+      [ "$phase" = tsan ] && jobs=(--local_test_jobs=1)
       echo "=== --config=$phase"
-      bazel test --config="$phase" //... --flaky_test_attempts=2 \
+      bazel test --config="$phase" //... --flaky_test_attempts=2 "${jobs[@]}" \
         --build_event_json_file="$work/$phase.json" "$@"
       count_args+=(--phase "$phase" "$work/$phase.json" "$work/targets") ;;
     thread-safety)

@@ -50,17 +50,18 @@ grpc::ServerUnaryReactor* SessionsService::OpenSession(
     grpc::CallbackServerContext* context,
     const hrx::v1::OpenSessionRequest* request,
     hrx::v1::OpenSessionResponse* response) {
-  return OnCallLane(
-      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
-        auto identity = Identify(*context, peers_);
-        if (!identity.ok()) return Finish(core_, context, identity.status());
-        auto session = core_.OpenSession(request->client_name(), *identity);
-        if (session.ok()) {
-          FromWire(core_.handles().SealSession(*session),
-                   response->mutable_session());
-        }
-        return Finish(core_, context, session.status());
-      });
+  // On the gRPC thread, not the caller's lane: opening a session never
+  // waits for an executor, and a new client's connect must not queue
+  // behind its tenant's calls that do (a busy tenant's lane held a
+  // client's connect past its deadline).
+  auto identity = Identify(*context, peers_);
+  if (!identity.ok()) return Finish(core_, context, identity.status());
+  auto session = core_.OpenSession(request->client_name(), *identity);
+  if (session.ok()) {
+    FromWire(core_.handles().SealSession(*session),
+             response->mutable_session());
+  }
+  return Finish(core_, context, session.status());
 }
 
 grpc::ServerUnaryReactor* SessionsService::CloseSession(

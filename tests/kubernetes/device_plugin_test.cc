@@ -268,6 +268,7 @@ TEST_F(DevicePluginTest, RegistersAndListsOneHealthyDevicePerUnit) {
 TEST_F(DevicePluginTest, AContainerIsHeldToItsPodsBudgetToTheByte) {
   auto allocated = Allocate(Devices(0, 4));
   ASSERT_THAT(allocated.status(), IsOk());
+  kubelet_->SetPods({{"ns/edge", "main", kResource, Devices(0, 4)}});
   EXPECT_EQ(allocated->envs().at("HRXD_SOCKET"), ContainerDir() + "/hrxd.sock");
   ASSERT_EQ(allocated->mounts_size(), 1);
   EXPECT_EQ(allocated->mounts(0).container_path(), ContainerDir());
@@ -306,6 +307,12 @@ TEST_F(DevicePluginTest, TwoPodsWithTheSameUidAreDifferentTenants) {
   ASSERT_THAT(pod_a.status(), IsOk());
   ASSERT_THAT(pod_b.status(), IsOk());
   ASSERT_NE(TenantOf(*pod_a), TenantOf(*pod_b));
+  // The kubelet lists both pods, as it does once their containers start:
+  // an allocation no pod claims is reclaimed after --allocation_grace_ms,
+  // which a slow machine (a sanitizer build) can reach before the holders
+  // are ready.
+  kubelet_->SetPods({{"ns/pod-a", "main", kResource, Devices(0, 2)},
+                     {"ns/pod-b", "main", kResource, Devices(2, 3)}});
   auto holder_a =
       StartInContainer(*pod_a, 1000, "hold", {absl::StrCat("--bytes=", kUnit)});
   auto holder_b = StartInContainer(*pod_b, 1000, "hold",
