@@ -55,9 +55,14 @@ constexpr uint64_t kAsanQuarantineBytes = uint64_t{64} << 20;
 // the daemon's own memory shows 3.5 times over in its RSS (a TSan run grew
 // 85 MiB where the bound is 64 MiB of the daemon's own).
 constexpr uint64_t kTsanRssPerByte = 7;  // in halves: 3.5
-uint64_t RssSlackBytes() {
+// The build's sanitizer ("asan", "tsan"; "" for none), from .bazelrc.
+std::string Sanitizer() {
   const char* sanitizer = std::getenv("HRX_SANITIZER");
-  const std::string which = sanitizer != nullptr ? sanitizer : "";
+  return sanitizer != nullptr ? sanitizer : "";
+}
+
+uint64_t RssSlackBytes() {
+  const std::string which = Sanitizer();
   if (which == "tsan") return kRssSlackBytes * kTsanRssPerByte / 2;
   return kRssSlackBytes + (which == "asan" ? kAsanQuarantineBytes : 0);
 }
@@ -67,10 +72,7 @@ uint64_t RssSlackBytes() {
 // runs a quarter of the work, which still crosses every path the round
 // takes many times over (races are what it looks for, not volume).
 uint64_t OpsPerClient() {
-  const char* sanitizer = std::getenv("HRX_SANITIZER");
-  return sanitizer != nullptr && std::string(sanitizer) == "tsan"
-             ? kOpsPerClient / 4
-             : kOpsPerClient;
+  return Sanitizer() == "tsan" ? kOpsPerClient / 4 : kOpsPerClient;
 }
 
 struct TenantSpec {
