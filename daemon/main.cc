@@ -58,6 +58,11 @@ ABSL_FLAG(uint32_t, executor_uid_base, 2147352576,
           "when hrxd runs as root, each executor runs as a uid (and gid) of "
           "its own from this one up (65536 of them); 0: all as "
           "--executor_user");
+ABSL_FLAG(std::string, executor_uid_lease_file,
+          hrx::executor::kDefaultUidLeaseFile,
+          "with --executor_uid_base: the file in which every root hrxd on "
+          "the machine leases its executors' uids (a byte lock each), so "
+          "that no two hrxds give the same uid out");
 ABSL_FLAG(bool, executor_cgroups, true,
           "each executor in a control group of its own, with a task limit "
           "and --executor_memory_mb (needs root, or the unit's Delegate=; "
@@ -122,6 +127,8 @@ int main(int argc, char** argv) {
   options.executors = absl::GetFlag(FLAGS_executors);
   options.executor_user = absl::GetFlag(FLAGS_executor_user);
   options.executor_uid_base = absl::GetFlag(FLAGS_executor_uid_base);
+  options.executor_uid_lease_file =
+      absl::GetFlag(FLAGS_executor_uid_lease_file);
   options.executor_watchdog_ms = absl::GetFlag(FLAGS_executor_watchdog_ms);
   options.executor_hang_ms = absl::GetFlag(FLAGS_executor_hang_ms);
   options.executor_cgroups = absl::GetFlag(FLAGS_executor_cgroups);

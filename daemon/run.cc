@@ -212,6 +212,7 @@ absl::StatusOr<std::unique_ptr<DeviceSet>> OpenDevices(
     executors.gid = user->pw_gid;
     executors.groups = DeviceGroups();
     executors.uid_base = options.executor_uid_base;
+    executors.uid_lease_file = options.executor_uid_lease_file;
     // The whole range must be real, unprivileged uids: never 0, never
     // (uid_t)-1 (which setresuid takes as "unchanged"), never past it.
     const uint64_t last = uint64_t{options.executor_uid_base} +

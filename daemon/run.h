@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "daemon/executor/uid_leases.h"
 
 namespace hrx::daemon {
 
@@ -39,6 +40,9 @@ struct DaemonOptions {
   std::string executor_user = "nobody";  // when hrxd runs as root
   // First of the uids executors get one each of (hrxd as root; 0: none).
   uint32_t executor_uid_base = 2147352576;
+  // Where root hrxds lease those uids, so that no two give one out at once
+  // (executor/uid_leases.h).
+  std::string executor_uid_lease_file = executor::kDefaultUidLeaseFile;
   int64_t executor_watchdog_ms = 30000;  // no progress this long: killed
   int64_t executor_hang_ms = 10000;      // no ping answer this long: killed
   // Each executor in a control group of its own (ExecutorCgroups).

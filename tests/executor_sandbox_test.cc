@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -346,6 +347,38 @@ TEST_F(IsolationTest, EachExecutorRunsAsAUidOfItsOwn) {
   const pid_t restarted = ExecutorPid(daemon, "ops");
   ASSERT_GT(restarted, 0);
   EXPECT_EQ(RealUid(restarted), own_uid);
+}
+
+TEST_F(IsolationTest, TwoRootDaemonsNeverGiveOneUidToBothsExecutors) {
+  // A second root hrxd with the same --executor_uid_base, as for a second
+  // device (or tests side by side): its executors lease other uids, so a
+  // thread bomb in one daemon's executor never fills the process limit of
+  // an executor of the other's.
+  const std::string other_dir = MakeShortTempDir();
+  std::ofstream(other_dir + "/hrxd.conf") << Config();
+  auto other = TestDaemon::Start(
+      {"--config=" + other_dir + "/hrxd.conf", "--socket_mode=0666"},
+      other_dir);
+  ASSERT_THAT(other.status(), IsOk());
+  auto mine = Connect();
+  ASSERT_THAT(mine.status(), IsOk());
+  auto theirs = Client::Connect((*other)->socket_path(), "attacker");
+  ASSERT_THAT(theirs.status(), IsOk());
+  auto device = (*theirs)->OpenDevice(0);
+  ASSERT_THAT(device.status(), IsOk());
+  auto stream = device->CreateStream();
+  ASSERT_THAT(stream.status(), IsOk());
+  ASSERT_THAT(mine->stream->Allocate(4096).status(), IsOk());
+  ASSERT_THAT(stream->Allocate(4096).status(), IsOk());
+  std::set<uid_t> uids;
+  for (pid_t daemon : {daemon_->process().pid(), (*other)->process().pid()}) {
+    for (const char* name : {"shared", "ops"}) {
+      const pid_t executor = ExecutorPid(daemon, name);
+      ASSERT_GT(executor, 0) << name << " of hrxd " << daemon;
+      uids.insert(RealUid(executor));
+    }
+  }
+  EXPECT_EQ(uids.size(), 4u) << "two executors share a uid";
 }
 
 // The control groups `pid` is in (its /proc/PID/cgroup).

@@ -20,6 +20,7 @@
 #include "daemon/executor/sandbox.h"
 #include "daemon/logging.h"
 #include "shared/refusal.h"
+#include "shared/status_macros.h"
 
 extern char** environ;
 
@@ -87,6 +88,10 @@ absl::StatusOr<std::unique_ptr<ExecutorPool>> ExecutorPool::Start(
           ->warn("{}", std::string(cgroups.status().message()));
     }
   }
+  if (options.uid_base != 0) {
+    HRX_ASSIGN_OR_RETURN(pool->uid_leases_,
+                         UidLeases::Open(options.uid_lease_file));
+  }
   absl::StatusOr<uint32_t> slot;
   {
     absl::MutexLock lock(&pool->mu_);
@@ -123,18 +128,32 @@ ExecutorPool::~ExecutorPool() {
 
 absl::StatusOr<uint32_t> ExecutorPool::SlotOf(Executor& executor) {
   if (executor.slot != kNoSlot) return executor.slot;
-  if (next_slot_ >= ExecutorOptions::kUidSlots) {
-    return Refusal(
-        Reason::kExecutorLost,
-        absl::StrFormat("the executor of \"%s\" could not start: hrxd has "
-                        "given all %u executor slots (uids from %u, control "
-                        "groups) out. Fix: restart hrxd (slots are given per "
-                        "executor name for its life).",
-                        executor.name, ExecutorOptions::kUidSlots,
-                        options_.uid_base));
+  while (next_slot_ < ExecutorOptions::kUidSlots) {
+    const uint32_t slot = next_slot_++;
+    if (uid_leases_ == nullptr) return executor.slot = slot;
+    const uid_t uid = options_.uid_base + slot;
+    absl::StatusOr<bool> leased = uid_leases_->TryLease(uid);
+    if (!leased.ok()) {
+      return Refusal(
+          Reason::kExecutorLost,
+          absl::StrCat("the executor of \"", executor.name,
+                       "\" could not start: ", leased.status().message()));
+    }
+    if (*leased) return executor.slot = slot;
+    daemon::Logger("executor")
+        ->info("uid {} is another hrxd's executor's ({}); skipped", uid,
+               uid_leases_->path());
   }
-  executor.slot = next_slot_++;
-  return executor.slot;
+  return Refusal(
+      Reason::kExecutorLost,
+      absl::StrFormat("the executor of \"%s\" could not start: hrxd has "
+                      "given all %u executor slots (uids from %u, control "
+                      "groups) out, or other hrxds hold their uids. Fix: "
+                      "restart hrxd (slots are given per executor name for "
+                      "its life), or give each hrxd another "
+                      "--executor_uid_base.",
+                      executor.name, ExecutorOptions::kUidSlots,
+                      options_.uid_base));
 }
 
 absl::StatusOr<ExecutorPool::Launched> ExecutorPool::Launch(

@@ -29,6 +29,7 @@
 #include "daemon/executor/executor_cgroups.h"
 #include "daemon/executor/executor_log.h"
 #include "daemon/executor/remote_backend.h"
+#include "daemon/executor/uid_leases.h"
 #include "shared/unique_fd.h"
 
 namespace hrx::executor {
@@ -48,6 +49,10 @@ struct ExecutorOptions {
   // hrxd's. uid/gid above are then unused.
   uid_t uid_base = 0;
   static constexpr uint32_t kUidSlots = 65536;
+  // Where those uids are leased machine-wide (UidLeases), so that another
+  // root hrxd's executors never run as the same uid: a slot whose uid
+  // another hrxd holds is skipped.
+  std::string uid_lease_file = kDefaultUidLeaseFile;
   // Each executor in a control group of its own (ExecutorCgroups) with a
   // task limit of kExecutorMaxThreads and, for a tenant's own executor,
   // memory_bytes (0: none). Where hrxd cannot make groups it says why and
@@ -144,8 +149,9 @@ class ExecutorPool final : public daemon::DeviceSet {
   enum class Role { kShared, kTenantsOwn };
   absl::StatusOr<Launched> Launch(const std::string& name, Role role,
                                   uint32_t slot) const ABSL_LOCKS_EXCLUDED(mu_);
-  // `executor`'s slot, given on first use; RESOURCE_EXHAUSTED past
-  // kUidSlots executors in hrxd's life.
+  // `executor`'s slot, given on first use and leased (skipping slots whose
+  // uid another hrxd holds); executor_lost past kUidSlots slots in hrxd's
+  // life.
   absl::StatusOr<uint32_t> SlotOf(Executor& executor)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void Install(Executor& executor, Launched launched);
@@ -169,6 +175,8 @@ class ExecutorPool final : public daemon::DeviceSet {
   std::unique_ptr<ExecutorLogPump> log_pump_;
   // Their control groups (set once, by Start; null without them).
   std::unique_ptr<ExecutorCgroups> cgroups_;
+  // The uids' leases (set once, by Start; null without uid_base).
+  std::unique_ptr<UidLeases> uid_leases_;
   backend::DeviceProperties properties_;
   mutable absl::Mutex mu_;
   std::map<std::string, Executor> executors_ ABSL_GUARDED_BY(mu_);
