@@ -39,6 +39,8 @@ inline constexpr uint32_t kRingMagic = 0x52585248;  // "HRXR"
 inline constexpr uint32_t kRingVersion = 1;
 // The header's size; the pipes' bytes follow it.
 inline constexpr uint64_t kRingHeaderBytes = 4096;
+// The longest message a ring's end carries (RingHeader::finish_message).
+inline constexpr uint32_t kRingFinishMessageBytes = 1024;
 // Pipe sizes of a region hrxd creates: a small sync round trip and a
 // batch of a thousand small commands each fit at once; larger messages
 // stream through.
@@ -83,6 +85,10 @@ struct RingHeader {
   // hrxd has ended the stream: nothing more will be read or written.
   std::atomic<uint32_t> finished{0};
   std::atomic<int32_t> finish_code{0};  // absl::StatusCode of the end
+  // Why, as the status's message (at most kRingFinishMessageBytes; 0 bytes
+  // when the end needs no words): written before `finished` is set.
+  uint32_t finish_message_bytes;
+  char finish_message[kRingFinishMessageBytes];
 };
 static_assert(sizeof(RingHeader) <= kRingHeaderBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);

@@ -4,6 +4,7 @@
 // CPU backend here and on the HIP backend on the GPU machine.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -11,7 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "tests/isolation_fixture.h"
 
 namespace hrx::testing {
@@ -42,6 +46,7 @@ TEST_F(IsolationTest, CrashingKernelsEndOnlyTheirOwnExecutor) {
   // GPU run does fewer rounds of the same test. `make soak` runs 1,000
   // (HRX_EXECUTOR_CRASHES).
   const int kCrashes = CrashRounds(TestBackend() == "hip" ? 30 : 100);
+  const absl::Time crashes_began = absl::Now();
   for (int i = 0; i < kCrashes; ++i) {
     auto attacker = Connect();
     ASSERT_THAT(attacker.status(), IsOk()) << "round " << i;
@@ -60,8 +65,20 @@ TEST_F(IsolationTest, CrashingKernelsEndOnlyTheirOwnExecutor) {
         << crashed;
     EXPECT_THAT(crashed.message(), HasSubstr("Fix:"));
   }
+  const absl::Duration crashing = absl::Now() - crashes_began;
   ExpectBystanderUnharmed(bystander);
   EXPECT_TRUE(ChargesBackToZero("ops"));
+  // hrxd's log names each loss, at most one line a second per executor (a
+  // crash loop cannot flood it).
+  const std::string log = daemon_->process().Stderr();
+  const std::vector<std::string> lines = absl::StrSplit(log, '\n');
+  const int64_t loss_lines =
+      std::count_if(lines.begin(), lines.end(), [](const std::string& line) {
+        return absl::StrContains(line, "executor of \"ops\"") &&
+               absl::StrContains(line, " lost: ");
+      });
+  EXPECT_GE(loss_lines, 1) << log;
+  EXPECT_LE(loss_lines, absl::ToInt64Seconds(crashing) + 2) << log;
   // Slack for gRPC's own threads, which come and go with load.
   EXPECT_LE(ProcEntriesSettle(hrxd, "fd", fds_before + 4), fds_before + 4)
       << "hrxd held " << fds_before << " descriptors before " << kCrashes

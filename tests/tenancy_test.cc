@@ -347,6 +347,10 @@ TEST_F(TenancyTest, HrxctlShowsUsageSetsABudgetLiveAndEvicts) {
                 "\", \"freed_buffers\": 1, \"freed_streams\": 1}\n");
   EXPECT_EQ(hrxctl({"evict", id}).exit_code, 3);  // already gone
   EXPECT_EQ(Tenant("beta").sessions(), 0u);
+  // The evicted client's stream says why it ended, on either transport.
+  EXPECT_TRUE(WaitForOutput(holder, "held_sync: CANCELLED session_closed"))
+      << holder.Stdout();
+  EXPECT_THAT(holder.Stdout(), HasSubstr("an administrator evicted"));
   holder.Signal(SIGKILL);
   holder.Wait();
 }

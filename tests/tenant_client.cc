@@ -143,7 +143,15 @@ int Scenario(const std::string& name, hrx::Client& client, int argc,
     for (int i = 0; i < 200; ++i) (void)stream->Fill(buffer->Binding(), i);
     (void)stream->Flush();
     Say("ready", "yes");
-    while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+    // Syncs now and then, and says once how the stream ended (an
+    // eviction, say).
+    absl::Status synced;
+    while (true) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      if (!synced.ok()) continue;
+      synced = stream->Synchronize();
+      if (!synced.ok()) SayStatus("held_sync", synced);
+    }
   }
   if (name == "stuck_uploads" || name == "fault" || name == "hog") {
     // A gate kernel holds the queues of --streams streams (all of this

@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -130,11 +131,18 @@ bool RingCall::OverLocked() {
   if (header().finished.load(std::memory_order_acquire) == 0) return false;
   is_over_ = true;
   const int32_t code = header().finish_code.load();
+  // hrxd's words for the end (a copy: the region is shared), bounded
+  // whatever the header says.
+  const uint32_t bytes =
+      std::min(header().finish_message_bytes, shared::kRingFinishMessageBytes);
+  std::string message(header().finish_message, bytes);
+  if (message.empty()) {
+    message =
+        absl::StrFormat("hrxd ended the stream's ring (status code %d)", code);
+  }
   over_ = code == 0 ? grpc::Status::OK
                     : grpc::Status(static_cast<grpc::StatusCode>(code),
-                                   absl::StrFormat("hrxd ended the stream's "
-                                                   "ring (status code %d)",
-                                                   code));
+                                   std::move(message));
   return true;
 }
 

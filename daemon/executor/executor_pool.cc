@@ -13,9 +13,12 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "daemon/executor/executor_main.h"
 #include "daemon/executor/sandbox.h"
 #include "daemon/logging.h"
@@ -28,6 +31,13 @@ namespace hrx::executor {
 namespace {
 
 // How a reaped executor ended, for its tenants' refusals and the log.
+// `message` up to its Fix, for quoting inside a refusal that has its own.
+std::string WithoutFix(absl::string_view message) {
+  const size_t fix = message.find(" Fix: ");
+  return std::string(absl::StripTrailingAsciiWhitespace(
+      fix == absl::string_view::npos ? message : message.substr(0, fix)));
+}
+
 std::string Describe(int status) {
   if (WIFSIGNALED(status)) {
     const int signal = WTERMSIG(status);
@@ -282,8 +292,8 @@ absl::StatusOr<std::shared_ptr<backend::Backend>> ExecutorPool::For(
     if (now < executor.retry_at) {
       return Refusal(
           Reason::kExecutorRestarting,
-          absl::StrFormat("the executor of \"%s\" restarts in %s; it %s. "
-                          "Fix: retry then.",
+          absl::StrFormat("the executor of \"%s\" restarts in %s (last "
+                          "lost: %s). Fix: retry then.",
                           name, absl::FormatDuration(executor.retry_at - now),
                           executor.last_loss));
     }
@@ -300,7 +310,7 @@ absl::StatusOr<std::shared_ptr<backend::Backend>> ExecutorPool::For(
     if (!launched.ok()) {
       // From now (the start may have taken the call limit), growing while
       // it keeps failing.
-      executor.last_loss = std::string(launched.status().message());
+      executor.last_loss = WithoutFix(launched.status().message());
       executor.failures_in_a_row = std::min(executor.failures_in_a_row + 1, 16);
       executor.retry_at =
           absl::Now() + std::min(options_.first_backoff *
@@ -332,6 +342,7 @@ void ExecutorPool::Lost(const std::string& name, ExecutorLink* link,
       return;  // handled already
     }
     Executor& executor = it->second;
+    const pid_t pid = executor.pid;
     executor.backend.reset();
     executor.pid = 0;
     executor.pidfd.reset();
@@ -345,10 +356,31 @@ void ExecutorPool::Lost(const std::string& name, ExecutorLink* link,
         options_.first_backoff * (1 << (executor.failures_in_a_row - 1)),
         options_.max_backoff);
     executor.retry_at = absl::Now() + backoff;
-    executor.last_loss = std::string(why.message());
+    executor.last_loss = WithoutFix(why.message());
     tenants.assign(executor.tenants.begin(), executor.tenants.end());
     executor.tenants.clear();
     lost = lost_;
+    const absl::Time now = absl::Now();
+    if (now - executor.loss_logged_at >= kLossLogInterval) {
+      executor.loss_logged_at = now;
+      const uint64_t unlogged = std::exchange(executor.losses_unlogged, 0);
+      // Escaped: a forged frame's description may carry bytes the
+      // executor chose, and no byte of it may start a line of its own.
+      daemon::Logger("executor")
+          ->warn(
+              "executor of \"{}\" (pid {}, serving {}) lost: {}; restart "
+              "{} in {}{}",
+              executor.name, pid,
+              tenants.empty() ? "no session" : absl::StrJoin(tenants, ","),
+              absl::CHexEscape(executor.last_loss), executor.restarts,
+              absl::FormatDuration(backoff),
+              unlogged == 0
+                  ? ""
+                  : absl::StrFormat(" (%u losses since the last line)",
+                                    unlogged));
+    } else {
+      ++executor.losses_unlogged;
+    }
   }
   if (lost) lost(tenants, why, link->lost_at());
 }

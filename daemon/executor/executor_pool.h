@@ -122,7 +122,14 @@ class ExecutorPool final : public daemon::DeviceSet {
     uint64_t restarts = 0;
     int failures_in_a_row = 0;
     absl::Time retry_at = absl::InfinitePast();
+    // Why it was last lost, without its Fix (the restarting refusal that
+    // quotes it ends with a Fix of its own).
     std::string last_loss;
+    // Losses are logged at most once per kLossLogInterval per executor: a
+    // tenant crash-looping its executor cannot flood hrxd's log. The losses
+    // not logged since the last line are counted in it.
+    absl::Time loss_logged_at = absl::InfinitePast();
+    uint64_t losses_unlogged = 0;
     // A call is starting it (unlocked); others wait for that one.
     bool launching = false;
     // Its uid's offset from uid_base and its control group's number
@@ -133,6 +140,7 @@ class ExecutorPool final : public daemon::DeviceSet {
   // executors_: a key no tenant name can be (names are never empty), so a
   // tenant called "shared" gets an executor of its own, never this one.
   static constexpr char kShared[] = "shared";
+  static constexpr absl::Duration kLossLogInterval = absl::Seconds(1);
   static constexpr char kSharedKey[] = "";
 
   explicit ExecutorPool(const ExecutorOptions& options) : options_(options) {}

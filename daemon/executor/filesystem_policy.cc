@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "shared/refusal.h"
 #include "shared/unique_fd.h"
@@ -57,10 +58,19 @@ std::vector<FilesystemRule> ExecutorFilesystemPolicy() {
     struct stat info {};
     if (stat(path.c_str(), &info) == 0) rules.push_back({path, write});
   };
-  // Libraries a runtime loads late, and the kernel's views of itself and
-  // the devices (the memfds kernels are loaded through are /proc/self/fd).
-  for (const char* path : {"/usr", "/lib", "/lib64", "/opt/rocm",
-                           "/etc/ld.so.cache", "/proc", "/sys"}) {
+  // Libraries a runtime loads late, and the kernel's views of the devices.
+  for (const char* path :
+       {"/usr", "/lib", "/lib64", "/opt/rocm", "/etc/ld.so.cache", "/sys"}) {
+    add(path, false);
+  }
+  // Of /proc, the executor's own directory (the memfds kernels are loaded
+  // through are /proc/self/fd; /proc/self is a link, so the rule names the
+  // directory it resolves to) and the machine-wide files a runtime reads,
+  // never /proc itself: another process's command line, or the list of
+  // every pid on the machine, is not tenant code's to read.
+  add(absl::StrCat("/proc/", getpid()), false);
+  for (const char* path : {"/proc/cpuinfo", "/proc/meminfo", "/proc/stat",
+                           "/proc/sys", "/proc/driver", "/proc/filesystems"}) {
     add(path, false);
   }
   // Device nodes: the GPU's (AMD's kfd and render nodes, NVIDIA's), and the

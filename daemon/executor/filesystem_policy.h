@@ -1,6 +1,9 @@
 // What an executor may reach of the filesystem once its backend is open: a
 // Landlock ruleset (Linux 5.13 and later) that lets it read the system's
-// libraries and the kernel's /proc and /sys views, and open device nodes a
+// libraries, its own /proc directory, the machine-wide /proc files a
+// runtime reads (cpuinfo, meminfo, stat, sys, driver, filesystems; never
+// another process's directory or the list of pids) and /sys, and open
+// device nodes a
 // GPU runtime needs, and nothing else: no file of hrxd's (its config, keys,
 // sockets), no other tenant's, no /tmp, and no creating, renaming or
 // removing anything anywhere. It holds even when executors share hrxd's uid

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -224,7 +225,7 @@ void RingStream::Run(const Caller& caller, uint64_t stream) {
 }
 
 void RingStream::Stop(const absl::Status& tell) {
-  if (!tell.ok()) Finish(tell.code());
+  if (!tell.ok()) Finish(tell);
   stop_requested_.store(true);
   Wake();
 }
@@ -235,9 +236,14 @@ void RingStream::StopForShutdown() {
                "hrxd is stopping. Fix: reconnect once it has restarted."));
 }
 
-void RingStream::Finish(absl::StatusCode code) {
+void RingStream::Finish(const absl::Status& status) {
   if (finish_told_.exchange(true)) return;
-  header().finish_code.store(static_cast<int32_t>(code));
+  const absl::string_view message = status.message();
+  const size_t bytes =
+      std::min<size_t>(message.size(), shared::kRingFinishMessageBytes);
+  std::memcpy(header().finish_message, message.data(), bytes);
+  header().finish_message_bytes = static_cast<uint32_t>(bytes);
+  header().finish_code.store(static_cast<int32_t>(status.code()));
   header().finished.store(1);
   shared::RingDoorbell(header().client_bell);
 }
@@ -254,7 +260,15 @@ void RingStream::Serve() {
       // Busy or idle: a ring whose session ended stops (whoever still
       // writes to the region).
       last_check = now;
-      if (!core().sessions().Find(session()).ok()) Stop();
+      // A session ended by someone else (an eviction, a lost executor) is
+      // buried with why: its client hears that with the end. One its client
+      // closed ends the ring as the client's own close would.
+      if (absl::Status found = core().sessions().Find(session()).status();
+          !found.ok()) {
+        const bool buried = ReasonOf(found) != Reason::kStaleHandle &&
+                            ReasonOf(found) != Reason::kUnknownHandle;
+        Stop(buried ? found : absl::OkStatus());
+      }
     }
     if (ServeOnce()) {
       last_work = absl::Now();
@@ -393,7 +407,7 @@ bool RingStream::WriteNext(const hrx::v1::StreamReply& reply) {
 }
 
 void RingStream::End(const absl::Status& status) {
-  Finish(status.code());
+  Finish(status);
   ended_.store(true);
   Wake();
 }

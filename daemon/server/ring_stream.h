@@ -154,8 +154,9 @@ class RingStream final : public StreamConversation {
   // hrxd is stopping: the client learns at once (shutting_down), and the
   // stream stays with its session for the stop's drain.
   void StopForShutdown();
-  // Marks the ring finished with `code` for the client, once.
-  void Finish(absl::StatusCode code);
+  // Marks the ring finished with `status` (code and message) for the
+  // client, once.
+  void Finish(const absl::Status& status);
   void Wake() { shared::RingDoorbell(header().daemon_bell); }
 
   // StreamConversation.

@@ -6,7 +6,8 @@
  *   [2] open /proc/<hrxd>/fd       [3] open /proc/<other>/mem
  *   [4] ptrace attach <other>      [5] socket(AF_INET)
  *   [6] kill(<hrxd>, 0)            [7] kill(<other>, 0)
- * Arguments: hrxd pid (u32), other executor pid (u32), out (>= 32 bytes). */
+ *   [8] open /proc/<hrxd>/cmdline  [9] list /proc (other processes' pids)
+ * Arguments: hrxd pid (u32), other executor pid (u32), out (>= 40 bytes). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -36,7 +37,7 @@ static uint32_t TryOpen(const char* format, uint32_t pid, int flags) {
 }
 
 int snoop(const hrx_cpu_workgroup* wg) {
-  uint32_t daemon, other, result[8];
+  uint32_t daemon, other, result[10];
   memcpy(&daemon, wg->constants, 4);
   memcpy(&other, wg->constants + 4, 4);
   if (wg->bindings[0].length < sizeof(result)) return 1;
@@ -50,6 +51,8 @@ int snoop(const hrx_cpu_workgroup* wg) {
   if (s >= 0) close(s);
   result[6] = kill((pid_t)daemon, 0) == 0 ? 0 : (uint32_t)errno;
   result[7] = kill((pid_t)other, 0) == 0 ? 0 : (uint32_t)errno;
+  result[8] = TryOpen("/proc/%u/cmdline", daemon, O_RDONLY);
+  result[9] = TryOpen("/proc", 0, O_RDONLY | O_DIRECTORY);
   memcpy(wg->bindings[0].data, result, sizeof(result));
   return 0;
 }
