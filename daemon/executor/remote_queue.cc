@@ -1,5 +1,6 @@
 #include "daemon/executor/remote_queue.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -91,12 +92,7 @@ RemoteQueue::RemoteQueue(std::shared_ptr<ExecutorLink> link, uint64_t id)
 }
 
 RemoteQueue::~RemoteQueue() {
-  uint64_t last = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    last = next_fence_;
-  }
-  (void)Wait(last);
+  (void)timeline_.Wait(timeline_.issued());
   link_->Detach(id_);
 }
 
@@ -107,13 +103,12 @@ absl::StatusOr<Fence> RemoteQueue::Send(wire::Request& request, Held held,
   absl::MutexLock lock(&mu_);
   // The loss may have been delivered since the check above.
   if (lost_) return link_->lost();
-  const uint64_t fence = ++next_fence_;
+  const uint64_t fence = timeline_.Issue();
   // Where replies land is known before the executor can answer.
   if (read.host != nullptr) reads_[fence] = read;
   if (profile != nullptr) profiles_[fence] = profile;
   request.mutable_enqueue()->set_queue(id_);
   request.mutable_enqueue()->set_fence(fence);
-  if (completed_ == fence - 1) progress_at_ = absl::Now();  // busy from now
   held_.emplace_back(fence, std::move(held));
   // Sent under the lock: the executor sees this queue's fences in order.
   link_->Post(request);
@@ -209,65 +204,32 @@ absl::StatusOr<Fence> RemoteQueue::EnqueueGraph(
 
 void RemoteQueue::OnComplete(Fence fence,
                              backend::CompletionCallback callback) {
-  absl::Status status;
-  {
-    absl::MutexLock lock(&mu_);
-    if (fence > completed_) {
-      waiters_.emplace(fence, std::move(callback));
-      return;
-    }
-    status = StatusOf(fence);
-  }
-  callback(status);
+  timeline_.OnComplete(fence, std::move(callback));
 }
 
-Fence RemoteQueue::completed() const {
-  absl::MutexLock lock(&mu_);
-  return completed_;
-}
+Fence RemoteQueue::completed() const { return timeline_.completed(); }
 
-absl::Status RemoteQueue::Wait(Fence fence) {
-  absl::MutexLock lock(&mu_);
-  auto done = [this, fence]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return completed_ >= fence;
-  };
-  mu_.Await(absl::Condition(&done));
-  return StatusOf(fence);
-}
-
-absl::Status RemoteQueue::StatusOf(uint64_t fence) const {
-  return !failure_.ok() && fence >= failed_from_ ? failure_ : absl::OkStatus();
-}
+absl::Status RemoteQueue::Wait(Fence fence) { return timeline_.Wait(fence); }
 
 void RemoteQueue::OnProgress(uint64_t completed) {
-  std::vector<std::pair<backend::CompletionCallback, absl::Status>> ready;
   {
     absl::MutexLock lock(&mu_);
-    if (completed <= completed_) return;
-    completed_ = std::min(completed, next_fence_);
-    progress_at_ = absl::Now();
-    // What the commands held goes now, under the lock: whoever sees the new
-    // fence (a callback here, or OnComplete on another thread) must also
-    // see the memory and its charge released.
-    while (!held_.empty() && held_.front().first <= completed_) {
+    completed = std::min(completed, timeline_.issued());
+    if (completed <= timeline_.completed()) return;
+    // What the commands held goes before their fences complete: whoever
+    // sees a new fence (a callback, or OnComplete on another thread) must
+    // also see the memory and its charge released.
+    while (!held_.empty() && held_.front().first <= completed) {
       held_.pop_front();
     }
-    reads_.erase(reads_.begin(), reads_.upper_bound(completed_));
-    profiles_.erase(profiles_.begin(), profiles_.upper_bound(completed_));
-    for (auto it = waiters_.begin();
-         it != waiters_.end() && it->first <= completed_;) {
-      ready.emplace_back(std::move(it->second), StatusOf(it->first));
-      it = waiters_.erase(it);
-    }
+    reads_.erase(reads_.begin(), reads_.upper_bound(completed));
+    profiles_.erase(profiles_.begin(), profiles_.upper_bound(completed));
   }
-  for (auto& [callback, status] : ready) callback(status);
+  timeline_.Publish(completed);
 }
 
 void RemoteQueue::OnFailed(uint64_t fence, absl::Status status) {
-  absl::MutexLock lock(&mu_);
-  if (!failure_.ok()) return;
-  failure_ = std::move(status);
-  failed_from_ = fence;
+  timeline_.Fail(fence, std::move(status));
 }
 
 void RemoteQueue::OnReadData(uint64_t fence, std::string data) {
@@ -289,24 +251,16 @@ void RemoteQueue::OnProfile(uint64_t fence, std::vector<uint64_t> nanoseconds) {
 }
 
 void RemoteQueue::OnLost(absl::Status status) {
-  uint64_t everything = 0;
   {
     absl::MutexLock lock(&mu_);
-    if (failure_.ok() || failed_from_ > completed_ + 1) {
-      failure_ = status;
-      failed_from_ = completed_ + 1;
-    }
-    lost_ = true;
-    everything = next_fence_;
+    lost_ = true;  // no fence is issued after this
   }
   // Nothing more will complete: everything outstanding ends with the loss.
-  OnProgress(everything);
+  OnProgress(timeline_.FailIncomplete(std::move(status)));
 }
 
 absl::Duration RemoteQueue::StalledSince(absl::Time now) const {
-  absl::MutexLock lock(&mu_);
-  if (completed_ >= next_fence_) return absl::ZeroDuration();
-  return now - progress_at_;
+  return timeline_.StalledSince(now);
 }
 
 }  // namespace hrx::executor

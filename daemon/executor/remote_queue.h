@@ -1,5 +1,6 @@
-// A queue that runs in an executor process: hrxd's fences (1, 2, 3...) are
-// assigned here as commands are sent, without waiting for the executor;
+// A queue that runs in an executor process: hrxd's fences (1, 2, 3...,
+// a FenceTimeline with the rule every queue keeps) are assigned here as
+// commands are sent, without waiting for the executor;
 // completions, failures, read data and profiles come back through the
 // link. Commands hold the memory, kernels and graphs they use until they
 // complete, as an in-process queue does.
@@ -20,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
+#include "daemon/backend/fence_timeline.h"
 #include "daemon/executor/executor_link.h"
 
 namespace hrx::executor {
@@ -80,22 +82,18 @@ class RemoteQueue final : public backend::Queue {
   absl::StatusOr<backend::Fence> Send(hrx::executor::v1::Request& request,
                                       Held held, ReadTarget read,
                                       std::vector<uint64_t>* profile = nullptr);
-  absl::Status StatusOf(uint64_t fence) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<ExecutorLink> link_;
   const uint64_t id_;
+  backend::FenceTimeline timeline_;
 
+  // Lock order: mu_, then the timeline's (Send issues under mu_, so that
+  // the executor sees this queue's fences in order); never publishes under
+  // mu_.
   mutable absl::Mutex mu_;
-  uint64_t next_fence_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time progress_at_ ABSL_GUARDED_BY(mu_);
-  absl::Status failure_ ABSL_GUARDED_BY(mu_);
   // Set by OnLost: no fence is issued after the one it completed, so none
   // is left outstanding (a destructor waits for the last one).
   bool lost_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t failed_from_ ABSL_GUARDED_BY(mu_) = 0;
-  std::multimap<uint64_t, backend::CompletionCallback> waiters_
-      ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, ReadTarget> reads_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::vector<uint64_t>*> profiles_ ABSL_GUARDED_BY(mu_);
   std::deque<std::pair<uint64_t, Held>> held_ ABSL_GUARDED_BY(mu_);

@@ -35,7 +35,7 @@ CpuQueue::~CpuQueue() {
 
 Fence CpuQueue::Enqueue(Work work, CompletionCallback callback) {
   absl::MutexLock lock(&mu_);
-  const Fence fence = ++submitted_;
+  const Fence fence = timeline_.Issue();
   pending_.push_back(Entry{fence, std::move(work), std::move(callback)});
   return fence;
 }
@@ -58,21 +58,10 @@ void CpuQueue::RunWorker() {
     // completion is published: whoever observes the fence must also see
     // those released — reservations ride on that memory.
     entry.work = nullptr;
-    absl::Status queue_status;
-    std::vector<CompletionCallback> ready;
-    {
-      absl::MutexLock lock(&mu_);
-      if (!result.ok() && status_.ok()) status_ = result;
-      completed_ = entry.fence;
-      queue_status = status_;
-      auto end = waiters_.upper_bound(entry.fence);
-      for (auto it = waiters_.begin(); it != end; ++it) {
-        ready.push_back(std::move(it->second));
-      }
-      waiters_.erase(waiters_.begin(), end);
-    }
-    if (entry.callback) entry.callback(queue_status);
-    for (CompletionCallback& callback : ready) callback(queue_status);
+    timeline_.Fail(entry.fence, std::move(result));
+    // A host callback runs before the fence's other waiters, as the command
+    // it is.
+    timeline_.Publish(entry.fence, std::move(entry.callback));
   }
 }
 
@@ -268,30 +257,11 @@ absl::StatusOr<Fence> CpuQueue::EnqueueGraph(
 }
 
 void CpuQueue::OnComplete(Fence fence, CompletionCallback callback) {
-  absl::Status status;
-  {
-    absl::MutexLock lock(&mu_);
-    if (completed_ < fence) {
-      waiters_.emplace(fence, std::move(callback));
-      return;
-    }
-    status = status_;
-  }
-  callback(status);
+  timeline_.OnComplete(fence, std::move(callback));
 }
 
-Fence CpuQueue::completed() const {
-  absl::MutexLock lock(&mu_);
-  return completed_;
-}
+Fence CpuQueue::completed() const { return timeline_.completed(); }
 
-absl::Status CpuQueue::Wait(Fence fence) {
-  absl::MutexLock lock(&mu_);
-  auto done = [this, fence]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return completed_ >= fence;
-  };
-  mu_.Await(absl::Condition(&done));
-  return status_;
-}
+absl::Status CpuQueue::Wait(Fence fence) { return timeline_.Wait(fence); }
 
 }  // namespace hrx::backend

@@ -1,18 +1,20 @@
 // A native queue of the CPU backend: one worker thread running an ordered
-// command list. Each command gets the next fence value; the worker publishes
-// it after the command ran, so fences complete in order.
+// command list. Each command gets the next fence of the queue's timeline
+// (fence_timeline.h); the worker publishes it after the command ran, so
+// fences complete in order, and a failed command fails its fence and every
+// later one.
 #ifndef HRX_DAEMON_BACKEND_CPU_CPU_QUEUE_H_
 #define HRX_DAEMON_BACKEND_CPU_CPU_QUEUE_H_
 
 #include <deque>
 #include <functional>
-#include <map>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/backend/backend.h"
 #include "daemon/backend/cpu/thread_pool.h"
+#include "daemon/backend/fence_timeline.h"
 
 namespace hrx::backend {
 
@@ -46,7 +48,8 @@ class CpuQueue final : public Queue {
   absl::Status Wait(Fence fence) override;
 
  private:
-  // A command returns its failure, which becomes the queue's sticky status.
+  // A command returns its failure, which fails its fence and every later
+  // one (the timeline's rule).
   using Work = std::function<absl::Status()>;
   struct Entry {
     Fence fence;
@@ -61,14 +64,12 @@ class CpuQueue final : public Queue {
   void RunWorker();
 
   ThreadPool& pool_;
+  FenceTimeline timeline_;
+  // Lock order: mu_, then the timeline's (Enqueue issues under mu_, so that
+  // pending_ is in fence order); never publishes under mu_.
   mutable absl::Mutex mu_;
   std::deque<Entry> pending_ ABSL_GUARDED_BY(mu_);
-  Fence submitted_ ABSL_GUARDED_BY(mu_) = 0;
-  Fence completed_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  // OnComplete callbacks waiting for a fence, keyed by it.
-  std::multimap<Fence, CompletionCallback> waiters_ ABSL_GUARDED_BY(mu_);
 
   std::thread worker_;  // last: starts after the members above exist
 };

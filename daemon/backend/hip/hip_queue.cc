@@ -79,12 +79,7 @@ HipQueue::HipQueue(int device, hipStream_t stream,
       completions_([this] { RunCompletions(); }) {}
 
 HipQueue::~HipQueue() {
-  Fence last = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    last = submitted_;
-  }
-  (void)Wait(last);
+  (void)Wait(timeline_.issued());
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
@@ -104,7 +99,7 @@ absl::StatusOr<Fence> HipQueue::Submit(Op op, const Issue& issue, Keep keep,
   // After a fault the context is lost: nothing more reaches the device.
   if (!status_.ok()) return status_;
   if (issue) HRX_RETURN_IF_ERROR(issue(stream_));
-  const Fence fence = ++submitted_;
+  const Fence fence = timeline_.Issue();
   const bool needs_event = callback != nullptr;
   inflight_.push_back(InFlight{fence, nullptr, op, std::move(keep), kernel,
                                std::move(callback), std::move(finish)});
@@ -127,11 +122,17 @@ absl::Status HipQueue::RecordEventLocked() {
 }
 
 absl::Status HipQueue::EnsureEventLocked(Fence fence) {
-  if (completed_ >= fence || last_event_fence_ >= fence || inflight_.empty()) {
+  if (timeline_.completed() >= fence || last_event_fence_ >= fence ||
+      inflight_.empty()) {
     return absl::OkStatus();
   }
   HRX_RETURN_IF_ERROR(BindDevice(device_));
   return RecordEventLocked();
+}
+
+void HipQueue::FailLocked(const absl::Status& why) {
+  if (status_.ok()) status_ = why;
+  (void)timeline_.FailIncomplete(status_);
 }
 
 absl::StatusOr<Fence> HipQueue::EnqueueFill(const MemoryRef& dst,
@@ -200,7 +201,7 @@ absl::StatusOr<Fence> HipQueue::EnqueueHostCallback(
 
 HipEventPool::EventRef HipQueue::EventFor(Fence fence) {
   absl::MutexLock lock(&mu_);
-  if (completed_ >= fence) return nullptr;
+  if (timeline_.completed() >= fence) return nullptr;
   if (!EnsureEventLocked(fence).ok() || !status_.ok()) return nullptr;
   // In-order stream: the first event at or after `fence` completes no
   // earlier than `fence` does.
@@ -304,37 +305,32 @@ absl::StatusOr<Fence> HipQueue::EnqueueGraph(
 }
 
 void HipQueue::OnComplete(Fence fence, CompletionCallback callback) {
-  absl::Status status;
+  absl::Status lost;
   {
     absl::MutexLock lock(&mu_);
-    if (completed_ < fence && status_.ok()) {
+    if (timeline_.completed() < fence && status_.ok()) {
       if (absl::Status recorded = EnsureEventLocked(fence); !recorded.ok()) {
-        status_ = recorded;
-      } else {
-        waiters_.emplace(fence, std::move(callback));
-        return;
+        FailLocked(recorded);
       }
     }
-    status = status_;
+    // A queue that cannot go on completes nothing more: the waiter hears
+    // the failure now.
+    if (timeline_.completed() < fence) lost = status_;
   }
-  callback(status);
+  if (!lost.ok()) return callback(lost);
+  timeline_.OnComplete(fence, std::move(callback));
 }
 
-Fence HipQueue::completed() const {
-  absl::MutexLock lock(&mu_);
-  return completed_;
-}
+Fence HipQueue::completed() const { return timeline_.completed(); }
 
 absl::Status HipQueue::Wait(Fence fence) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status recorded = EnsureEventLocked(fence); !recorded.ok()) {
-    if (status_.ok()) status_ = recorded;
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status recorded = EnsureEventLocked(fence); !recorded.ok()) {
+      FailLocked(recorded);
+    }
   }
-  auto reached = [this, fence]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return completed_ >= fence || !status_.ok();
-  };
-  mu_.Await(absl::Condition(&reached));
-  return status_;
+  return timeline_.Wait(fence, /*stop_at_failure=*/true);
 }
 
 absl::Status HipQueue::DescribeFault(hipError_t error,
@@ -417,7 +413,7 @@ void HipQueue::RunCompletions() {
           break;
         }
       }
-      if (status_.ok()) status_ = DescribeFault(error, inflight_[culprit]);
+      FailLocked(DescribeFault(error, inflight_[culprit]));
       health_->Lost(status_);
       pop_through(inflight_.size() - 1);
     } else {
@@ -436,19 +432,15 @@ void HipQueue::RunCompletions() {
       }
       mu_.Lock();
     }
-    completed_ = error != hipSuccess ? submitted_ : done.back().fence;
-    std::vector<CompletionCallback> waiters;
-    const auto reached = waiters_.upper_bound(completed_);
-    for (auto it = waiters_.begin(); it != reached; ++it) {
-      waiters.push_back(std::move(it->second));
-    }
-    waiters_.erase(waiters_.begin(), reached);
-    const absl::Status status = status_;
+    const Fence last =
+        error != hipSuccess ? timeline_.issued() : done.back().fence;
     mu_.Unlock();
-    for (InFlight& entry : done) {
-      if (entry.callback) entry.callback(status);
-    }
-    for (CompletionCallback& waiter : waiters) waiter(status);
+    // Host callbacks first, as the commands they are; then the waiters.
+    timeline_.Publish(last, [this, &done](absl::Status) {
+      for (InFlight& entry : done) {
+        if (entry.callback) entry.callback(timeline_.StatusOf(entry.fence));
+      }
+    });
     done.clear();  // releases memory, kernels and graphs outside the lock
     mu_.Lock();
   }

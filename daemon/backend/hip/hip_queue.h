@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/backend/backend.h"
+#include "daemon/backend/fence_timeline.h"
 #include "daemon/backend/hip/hip_pinned_pool.h"
 #include "daemon/backend/hip/hip_platform.h"
 
@@ -134,6 +135,9 @@ class HipQueue final : public Queue {
   // event at or after it exists yet).
   absl::Status EnsureEventLocked(Fence fence)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The queue cannot go on (`why`): it refuses further work, and every
+  // fence not yet complete fails (Wait stops at it).
+  void FailLocked(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The event that completes with `fence`, or null when it already has.
   HipEventPool::EventRef EventFor(Fence fence);
   absl::StatusOr<hipGraphExec_t> ExecFor(const GraphRef& graph);
@@ -146,15 +150,17 @@ class HipQueue final : public Queue {
   const std::shared_ptr<HipPinnedPool> bounce_;
   const std::shared_ptr<HipDeviceHealth> health_;
 
+  // Fences and their waiters (fence_timeline.h). Lock order: mu_, then the
+  // timeline's; fences are published without mu_.
+  FenceTimeline timeline_;
   mutable absl::Mutex mu_;
   std::deque<InFlight> inflight_ ABSL_GUARDED_BY(mu_);
-  Fence submitted_ ABSL_GUARDED_BY(mu_) = 0;
-  Fence completed_ ABSL_GUARDED_BY(mu_) = 0;
   Fence last_event_fence_ ABSL_GUARDED_BY(mu_) = 0;  // newest with an event
   size_t pending_events_ ABSL_GUARDED_BY(mu_) = 0;   // in inflight_
-  absl::Status status_ ABSL_GUARDED_BY(mu_);         // the first device fault
+  // The first device fault (or failure to record an event): nothing more is
+  // submitted, and what is outstanding fails.
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::multimap<Fence, CompletionCallback> waiters_ ABSL_GUARDED_BY(mu_);
 
   // Instantiated graphs by plan, while the plan lives (the core's graph
   // executables own plans, so this is bounded by the tenants' graph
