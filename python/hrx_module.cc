@@ -196,6 +196,15 @@ hrx::Dim3 Dim3Of(const py::handle& value, const char* what) {
 }
 
 hrx::Constants ConstantsOf(const py::object& packed) {
+  // Packed bytes are taken as they are: numpy makes an empty bytes object a
+  // one-element array (one byte), which a kernel without scalars refuses.
+  if (py::isinstance<py::bytes>(packed) ||
+      py::isinstance<py::bytearray>(packed)) {
+    py::buffer_info info = py::buffer(packed).request();
+    return Ok(hrx::Constants::FromBytes(
+        {static_cast<const uint8_t*>(info.ptr),
+         static_cast<size_t>(info.size * info.itemsize)}));
+  }
   py::object keep;
   std::span<const uint8_t> bytes = BytesOf(packed, &keep);
   return Ok(hrx::Constants::FromBytes(bytes));

@@ -241,7 +241,7 @@ void RingStream::Finish(const absl::Status& status) {
   const absl::string_view message = status.message();
   const size_t bytes =
       std::min<size_t>(message.size(), shared::kRingFinishMessageBytes);
-  std::memcpy(header().finish_message, message.data(), bytes);
+  if (bytes > 0) std::memcpy(header().finish_message, message.data(), bytes);
   header().finish_message_bytes = static_cast<uint32_t>(bytes);
   header().finish_code.store(static_cast<int32_t>(status.code()));
   header().finished.store(1);

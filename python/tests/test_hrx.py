@@ -77,6 +77,19 @@ def test_map_outlives_its_buffer_object(stream):
     assert mapped.sum() == 3 * 4096
 
 
+def test_a_kernel_without_scalars_takes_no_constants(stream):
+    # wait_flag takes one buffer and no scalar: the default constants (none)
+    # and empty packed bytes are both no bytes at all.
+    path = os.path.join(os.environ["HRX_TEST_KERNELS"], "wait_flag.so")
+    kernel = stream.load_kernel(path, "wait_flag")
+    assert kernel.scalar_sizes == [] and kernel.buffer_count == 1
+    flag = stream.allocate(1)
+    stream.fill(flag, 1)  # open: the kernel returns at once
+    stream.dispatch(kernel, 1, 1, buffers=(flag,))
+    stream.dispatch(kernel, 1, 1, constants=b"", buffers=(flag,))
+    stream.synchronize()
+
+
 def test_saxpy_kernel_with_constants(stream, saxpy_path):
     n = 1 << 16
     x = np.linspace(0, 1, n, dtype=np.float32)
