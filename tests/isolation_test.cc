@@ -220,7 +220,11 @@ TEST_F(ManyUidsOfOneTenantTest, AllItsUidsShareOneLane) {
   // the frozen executor) wait on its tenant's lane, whose threads wait for
   // the executor. (Admin calls, as Tenant() makes, take a lane of their
   // own.)
-  for (int i = 0; i < 500 && Tenant("ops").usage().connections() < connections;
+  // Waits for readiness, not a bound on speed: 24 client processes start
+  // slowly under a sanitizer on two cores (one ASan run had 3 of them in
+  // after 10 s). A connection that waited for the frozen executor would
+  // never be admitted at all.
+  for (int i = 0; i < 3000 && Tenant("ops").usage().connections() < connections;
        ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -131,8 +131,9 @@ using GraphRef = std::shared_ptr<const GraphPlan>;
 // and everything enqueued on that queue before it have completed.
 using Fence = uint64_t;
 
-// Called once on a backend thread with the queue's status (OK, or the first
-// device fault on the queue). Must not block and must not enqueue work.
+// Called once on a backend thread with its fence's status: OK, or the first
+// failure on the queue when that came at or before the fence (the rule of
+// fence_timeline.h). Must not block and must not enqueue work.
 using CompletionCallback = std::function<void(absl::Status)>;
 
 // A native in-order queue. Commands run in enqueue order. Offsets and lengths
@@ -178,7 +179,8 @@ class Queue {
 
   // The highest fence known complete; never decreases.
   virtual Fence completed() const = 0;
-  // Blocks until `fence` completes; returns the queue's status.
+  // Blocks until `fence` completes (or the queue can complete nothing more);
+  // returns the fence's status.
   virtual absl::Status Wait(Fence fence) = 0;
 };
 

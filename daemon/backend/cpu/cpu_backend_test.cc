@@ -1,13 +1,16 @@
 #include "daemon/backend/cpu/cpu_backend.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "daemon/backend/cpu/object_unloader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shared/status_matchers.h"
@@ -147,6 +150,30 @@ TEST(CpuBackendTest, DispatchRunsEveryWorkgroupOverThePool) {
   std::vector<float> out(kCount);
   std::memcpy(out.data(), data->host_address(), kCount * 4);
   for (uint32_t i = 0; i < kCount; ++i) ASSERT_EQ(out[i], 3.0f) << i;
+}
+
+TEST(CpuBackendTest, AKernelObjectStaysMappedWhileAThreadItStartedLives) {
+  CpuBackend backend({.memory_bytes = 1 << 20});
+  auto queue = *backend.CreateQueue();
+  MemoryRef out = *backend.Allocate(16, MemoryKind::kDevice, true);
+  const size_t kept_before = ObjectUnloader::Get().kept();
+  {
+    auto dispatch = std::make_shared<DispatchArgs>();
+    dispatch->kernel = *backend.LoadKernel(KernelBytes("linger"), "linger");
+    dispatch->bindings.push_back({out, 0, 16});
+    ASSERT_THAT(queue->Wait(*queue->EnqueueDispatch(dispatch)), IsOk());
+  }  // the kernel's last reference goes
+  // Its thread wakes every millisecond in the object's code: were the
+  // object unmapped, this process would crash within a few.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(ObjectUnloader::Get().kept(), kept_before + 1);
+  // An object loaded after that thread started is unloaded at once (and
+  // the lingering one is tried again, and kept).
+  {
+    auto kernel =
+        backend.LoadKernel(KernelBytes("write_pattern"), "write_pattern");
+  }
+  EXPECT_EQ(ObjectUnloader::Get().kept(), kept_before + 1);
 }
 
 TEST(CpuBackendTest, AFailingKernelFaultsItsQueue) {

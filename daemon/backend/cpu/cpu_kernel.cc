@@ -6,36 +6,16 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
+#include "daemon/backend/cpu/object_unloader.h"
 #include "shared/refusal.h"
 
 namespace hrx::backend {
 namespace {
-
-// This process's threads (/proc/self/stat's num_threads), or 0 when it
-// cannot be read.
-int ThreadCount() {
-  std::ifstream stat("/proc/self/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)),
-                   std::istreambuf_iterator<char>());
-  // The command name, in parentheses, may hold spaces: fields are counted
-  // from the last ')'. num_threads is field 20; the one after ')' is 3.
-  const size_t name_end = text.rfind(')');
-  if (name_end == std::string::npos) return 0;
-  std::vector<absl::string_view> fields = absl::StrSplit(
-      absl::string_view(text).substr(name_end + 1), ' ', absl::SkipEmpty());
-  int threads = 0;
-  if (fields.size() <= 17 || !absl::SimpleAtoi(fields[17], &threads)) return 0;
-  return threads;
-}
 
 static_assert(HRX_CPU_ARG_SCALAR == static_cast<int>(ArgKind::kScalar) &&
               HRX_CPU_ARG_BUFFER == static_cast<int>(ArgKind::kBuffer));
@@ -114,7 +94,7 @@ absl::StatusOr<std::shared_ptr<CpuKernel>> CpuKernel::Load(
   // while the kernel is loaded: glibc matches objects by path before
   // anything else, so two live kernels must never share a /proc path.
   const std::string path = absl::StrCat("/proc/self/fd/", fd);
-  const int threads_before = ThreadCount();
+  std::vector<pid_t> threads_before = LiveThreads();
   void* module = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (module == nullptr) {
     close(fd);
@@ -130,8 +110,8 @@ absl::StatusOr<std::shared_ptr<CpuKernel>> CpuKernel::Load(
   const auto* info = static_cast<const hrx_cpu_kernel_info*>(
       dlsym(module, absl::StrCat(entry, "_info").c_str()));
   if (function == nullptr || info == nullptr) {
-    dlclose(module);
-    close(fd);
+    // Its constructors ran: they may have started threads too.
+    ObjectUnloader::Get().Unload(module, fd, std::move(threads_before));
     return Refuse(
         entry,
         absl::StrFormat("the object exports no %s%s", entry,
@@ -140,8 +120,7 @@ absl::StatusOr<std::shared_ptr<CpuKernel>> CpuKernel::Load(
   }
   auto signature = ReadSignature(entry, *info);
   if (!signature.ok()) {
-    dlclose(module);
-    close(fd);
+    ObjectUnloader::Get().Unload(module, fd, std::move(threads_before));
     return signature.status();
   }
   return std::shared_ptr<CpuKernel>(new CpuKernel(
@@ -149,17 +128,7 @@ absl::StatusOr<std::shared_ptr<CpuKernel>> CpuKernel::Load(
 }
 
 CpuKernel::~CpuKernel() {
-  // More threads than before the load: some may be the kernel's, running
-  // (or about to run) its code. Threads of the process's own that came
-  // since (a new queue) keep an object mapped too: a small cost, where
-  // unmapping code a thread runs is a crash.
-  const int threads_now = ThreadCount();
-  if (threads_before_ == 0 || threads_now == 0 ||
-      threads_now > threads_before_) {
-    return;
-  }
-  dlclose(module_);
-  close(fd_);
+  ObjectUnloader::Get().Unload(module_, fd_, threads_before_);
 }
 
 }  // namespace hrx::backend

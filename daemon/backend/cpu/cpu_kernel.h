@@ -3,9 +3,12 @@
 #ifndef HRX_DAEMON_BACKEND_CPU_CPU_KERNEL_H_
 #define HRX_DAEMON_BACKEND_CPU_CPU_KERNEL_H_
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "daemon/backend/backend.h"
@@ -19,11 +22,8 @@ class CpuKernel final : public Kernel {
   // `entry` or `entry`_info, or declare an unsupported signature.
   static absl::StatusOr<std::shared_ptr<CpuKernel>> Load(
       std::string_view code, const std::string& entry);
-  // Unloads the object, unless the process runs more threads than before
-  // it was loaded: kernel code (its constructor, or a dispatch) may have
-  // started threads that still run, or are about to run, its code, and
-  // unmapping it would crash them (and with them this process). Such an
-  // object stays mapped (and its memfd open) for the process's life.
+  // Unloads the object once no thread it may have started is alive
+  // (object_unloader.h).
   ~CpuKernel() override;
   CpuKernel(const CpuKernel&) = delete;
   CpuKernel& operator=(const CpuKernel&) = delete;
@@ -33,19 +33,20 @@ class CpuKernel final : public Kernel {
   hrx_cpu_kernel_fn function() const { return function_; }
 
  private:
-  CpuKernel(void* module, int fd, int threads_before, std::string entry,
-            hrx_cpu_kernel_fn function, KernelSignature signature)
+  CpuKernel(void* module, int fd, std::vector<pid_t> threads_before,
+            std::string entry, hrx_cpu_kernel_fn function,
+            KernelSignature signature)
       : module_(module),
         fd_(fd),
-        threads_before_(threads_before),
+        threads_before_(std::move(threads_before)),
         entry_(std::move(entry)),
         function_(function),
         signature_(std::move(signature)) {}
 
   void* const module_;
   const int fd_;  // the memfd the module was loaded from
-  // The process's threads before dlopen (0: unknown, never unloaded).
-  const int threads_before_;
+  // The process's threads before dlopen (LiveThreads()).
+  const std::vector<pid_t> threads_before_;
   const std::string entry_;
   const hrx_cpu_kernel_fn function_;
   const KernelSignature signature_;

@@ -11,6 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "daemon/backend/cpu/cpu_kernel.h"
 #include "daemon/backend/cpu/cpu_memory.h"
+#include "daemon/backend/cpu/object_unloader.h"
 #include "shared/overloaded.h"
 #include "shared/refusal.h"
 
@@ -41,6 +42,7 @@ Fence CpuQueue::Enqueue(Work work, CompletionCallback callback) {
 }
 
 void CpuQueue::RunWorker() {
+  const ObjectUnloader::OwnThread own;  // never a kernel's thread
   while (true) {
     Entry entry;
     {

@@ -3,6 +3,8 @@
 #include <atomic>
 #include <memory>
 
+#include "daemon/backend/cpu/object_unloader.h"
+
 namespace hrx::backend {
 
 ThreadPool::ThreadPool(unsigned threads) {
@@ -20,6 +22,7 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::RunWorker() {
+  const ObjectUnloader::OwnThread own;  // never a kernel's thread
   while (true) {
     std::function<void()> task;
     {
