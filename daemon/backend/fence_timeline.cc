@@ -61,6 +61,9 @@ void FenceTimeline::Publish(Fence fence, CompletionCallback first) {
 void FenceTimeline::Fail(Fence fence, absl::Status status) {
   if (status.ok()) return;
   absl::MutexLock lock(&mu_);
+  // A fence already complete was reported OK to its waiters: a late
+  // failure fails what comes after it.
+  fence = std::max(fence, completed_ + 1);
   if (!failure_.ok() && failed_from_ <= fence) return;
   failure_ = std::move(status);
   failed_from_ = fence;

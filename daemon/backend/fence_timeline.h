@@ -45,7 +45,9 @@ class FenceTimeline {
   // fence at or below completed() changes nothing but still runs `first`.
   void Publish(Fence fence, CompletionCallback first = nullptr);
   // `fence` and every later one fail with `status`, unless an earlier
-  // fence failed already (the first failure stands). Completes nothing.
+  // fence failed already (the first failure stands). A fence already
+  // complete stays as its waiters heard it: the failure starts after it.
+  // Completes nothing.
   void Fail(Fence fence, absl::Status status);
   // Nothing issued will complete on its own (a lost device or executor):
   // fails every incomplete fence with `status` (unless an earlier failure

@@ -72,6 +72,16 @@ TEST(FenceTimelineTest, TheFirstFailureStandsAndEarlierFencesStayOk) {
   EXPECT_EQ(timeline.Wait(5).code(), absl::StatusCode::kUnavailable);
 }
 
+TEST(FenceTimelineTest, ALateFailureNeverChangesACompletedFence) {
+  FenceTimeline timeline;
+  for (int i = 0; i < 3; ++i) timeline.Issue();
+  timeline.Publish(2);
+  timeline.Fail(1, Fault());  // reported after fence 2 completed OK
+  EXPECT_THAT(timeline.StatusOf(1), IsOk());
+  EXPECT_THAT(timeline.StatusOf(2), IsOk());
+  EXPECT_EQ(timeline.StatusOf(3).code(), absl::StatusCode::kInternal);
+}
+
 TEST(FenceTimelineTest, FailAllEndsEverythingOutstandingWithTheLoss) {
   FenceTimeline timeline;
   for (int i = 0; i < 3; ++i) timeline.Issue();
