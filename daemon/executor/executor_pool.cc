@@ -30,7 +30,6 @@ extern char** environ;
 namespace hrx::executor {
 namespace {
 
-// How a reaped executor ended, for its tenants' refusals and the log.
 // `message` up to its Fix, for quoting inside a refusal that has its own.
 std::string WithoutFix(absl::string_view message) {
   const size_t fix = message.find(" Fix: ");
@@ -38,6 +37,7 @@ std::string WithoutFix(absl::string_view message) {
       fix == absl::string_view::npos ? message : message.substr(0, fix)));
 }
 
+// How a reaped executor ended, for its tenants' refusals and the log.
 std::string Describe(int status) {
   if (WIFSIGNALED(status)) {
     const int signal = WTERMSIG(status);
