@@ -5,7 +5,11 @@
 //      against the same dispatches on an in-process HipQueue;
 //   2. a 64-node graph of small dispatches launched through the daemon,
 //      against the same graph launched in-process;
-//   3. host-to-device bandwidth from a shared buffer (client-mapped memfd)
+//   3. a 1-byte fill and its wait, and batched 64-byte fills, through the
+//      daemon and on an in-process HipQueue, against the runtime's own
+//      memset on a stream (hipMemsetD8Async, cudaMemsetAsync on NVIDIA)
+//      and its stream synchronize;
+//   4. host-to-device bandwidth from a shared buffer (client-mapped memfd)
 //      through the daemon, against the runtime's pinned copy
 //      (hipHostMalloc + hipMemcpyAsync) and an in-process registered memfd.
 //
@@ -43,6 +47,8 @@ constexpr int kGraphLaunches = 300;
 constexpr uint32_t kSmallFloats = 256;
 constexpr uint64_t kTransferBytes = 256ull << 20;
 constexpr int kTransfers = 10;
+constexpr int kBatchedFills = 20000;  // per batched round
+constexpr uint64_t kFillBytes = 64;
 
 double Seconds(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -180,9 +186,9 @@ int main() {
   }
   if (!ok) return 1;
 
-  // --- Synchronous round trips: a 1-byte fill and its wait. -----------------
+  // --- Synchronous round trips: a 1-byte fill and its wait; batched fills.
   constexpr int kRoundTrips = 3000;
-  double local_fill_sync = 0;
+  double local_fill_sync = 0, raw_fill_sync = 0, local_fills = 0, raw_fills = 0;
   {
     auto backend = hrx::backend::HipBackend::Open({});
     if (!backend.ok()) return Fail("open the GPU", backend.status());
@@ -195,6 +201,36 @@ int main() {
     });
     if (!median.ok()) return Fail("in-process fill", median.status());
     local_fill_sync = *median;
+    local_fills = Best(5,
+                       [&] {
+                         hrx::backend::Fence last = 0;
+                         for (int i = 0; i < kBatchedFills; ++i)
+                           last = *queue->EnqueueFill(one, 0, kFillBytes, 1);
+                         check(queue->Wait(last));
+                       }) /
+                  kBatchedFills;
+    // The runtime's floor: its memset and stream synchronize, no queue.
+    hipStream_t raw_stream = nullptr;
+    (void)hipStreamCreateWithFlags(&raw_stream, hipStreamNonBlocking);
+    void* address = hrx::backend::DeviceAddress(*one, 0);
+    auto raw = hrx::bench::MedianMicros(kRoundTrips, [&] {
+      return hrx::backend::HipStatus(
+          hipMemsetD8Async(address, 1, 1, raw_stream) == hipSuccess
+              ? hipStreamSynchronize(raw_stream)
+              : hipErrorInvalidValue,
+          "raw fill", "hipMemsetD8Async", "-");
+    });
+    if (!raw.ok()) return Fail("raw fill", raw.status());
+    raw_fill_sync = *raw;
+    raw_fills =
+        Best(5,
+             [&] {
+               for (int i = 0; i < kBatchedFills; ++i)
+                 (void)hipMemsetD8Async(address, 1, kFillBytes, raw_stream);
+               (void)hipStreamSynchronize(raw_stream);
+             }) /
+        kBatchedFills;
+    (void)hipStreamDestroy(raw_stream);
   }
 
   // --- Through the daemon. -------------------------------------------------
@@ -256,6 +292,16 @@ int main() {
                                    }) /
                               kGraphLaunches;
 
+  hrx::Buffer fill_target = *stream->Allocate(kFillBytes);
+  const double daemon_fills =
+      Best(5,
+           [&] {
+             for (int i = 0; i < kBatchedFills; ++i)
+               check(stream->Fill(fill_target.Binding(), 1));
+             check(stream->Synchronize());
+           }) /
+      kBatchedFills;
+
   hrx::Buffer shared = *stream->AllocateShared(kTransferBytes);
   auto mapping = shared.Map();
   if (!mapping.ok()) return Fail("map", mapping.status());
@@ -311,12 +357,22 @@ int main() {
   const double gb = kTransferBytes / 1e9;
   std::printf("hrxd GPU benchmark on %s\n", device_name.c_str());
   std::printf("1-byte fill and wait (p50 of %d):\n", kRoundTrips);
-  std::printf("  in-process HipQueue          %8.2f us  baseline\n",
-              local_fill_sync);
-  std::printf("  daemon, shared-memory ring   %8.2f us  %.2fx in-process\n",
-              ring_trips->fill_sync, ring_trips->fill_sync / local_fill_sync);
-  std::printf("  daemon, gRPC stream          %8.2f us  %.2fx in-process\n",
-              grpc_trips->fill_sync, grpc_trips->fill_sync / local_fill_sync);
+  std::printf("  raw memset + stream sync     %8.2f us  baseline\n",
+              raw_fill_sync);
+  std::printf("  in-process HipQueue          %8.2f us  %.2fx raw\n",
+              local_fill_sync, local_fill_sync / raw_fill_sync);
+  std::printf("  daemon, shared-memory ring   %8.2f us  %.2fx raw\n",
+              ring_trips->fill_sync, ring_trips->fill_sync / raw_fill_sync);
+  std::printf("  daemon, gRPC stream          %8.2f us  %.2fx raw\n",
+              grpc_trips->fill_sync, grpc_trips->fill_sync / raw_fill_sync);
+  std::printf("%llu-byte fills, %d batched, per fill:\n",
+              static_cast<unsigned long long>(kFillBytes), kBatchedFills);
+  std::printf("  raw memset on a stream       %8.2f us  baseline\n",
+              raw_fills * 1e6);
+  std::printf("  in-process HipQueue          %8.2f us  %.2fx raw\n",
+              local_fills * 1e6, local_fills / raw_fills);
+  std::printf("  through the daemon           %8.2f us  %.2fx raw\n",
+              daemon_fills * 1e6, daemon_fills / raw_fills);
   std::printf("8-byte ReadBlocking, p50: ring %.2f us, gRPC %.2f us\n",
               ring_trips->read8, grpc_trips->read8);
   std::printf("poll (IsIdle), p50: ring %.2f us, gRPC %.2f us\n",

@@ -330,6 +330,17 @@ absl::Status HipQueue::Wait(Fence fence) {
       FailLocked(recorded);
     }
   }
+  // Poll the event ourselves first: a small command completes within the
+  // spin, and retiring it here saves waking this thread from the
+  // completion thread's publish.
+  const absl::Time give_up = absl::Now() + kWaitSpin;
+  while (timeline_.completed() < fence && timeline_.failure().ok() &&
+         absl::Now() < give_up) {
+    if (retire_mu_.TryLock()) {
+      (void)RetireCompleted(nullptr, hipSuccess);
+      retire_mu_.Unlock();
+    }
+  }
   return timeline_.Wait(fence, /*stop_at_failure=*/true);
 }
 
@@ -379,23 +390,12 @@ absl::Status HipQueue::DescribeFault(hipError_t error,
                       OpName(static_cast<int>(entry.op)), failure));
 }
 
-void HipQueue::RunCompletions() {
-  (void)BindDevice(device_);
-  mu_.Lock();
-  while (true) {
-    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || pending_events_ > 0;
-    };
-    mu_.Await(absl::Condition(&ready));
-    if (pending_events_ == 0) break;  // stopping, nothing left to wait for
-    // The oldest event; entries before it complete with it.
-    size_t through = 0;
-    while (inflight_[through].event == nullptr) ++through;
-    HipEventPool::EventRef oldest = inflight_[through].event;
-    mu_.Unlock();
-    const hipError_t error = hipEventSynchronize(*oldest);
-    mu_.Lock();
-    std::vector<InFlight> done;
+bool HipQueue::RetireCompleted(const HipEventPool::EventRef& synced,
+                               hipError_t synced_error) {
+  std::vector<InFlight> done;
+  bool faulted = false;
+  {
+    absl::MutexLock lock(&mu_);
     auto pop_through = [&](size_t last) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       for (size_t i = 0; i <= last; ++i) {
         if (inflight_.front().event != nullptr) --pending_events_;
@@ -403,48 +403,73 @@ void HipQueue::RunCompletions() {
         inflight_.pop_front();
       }
     };
-    if (error != hipSuccess) {
-      // The commands up to the failed event ran without events of their
-      // own: blame the first that runs kernels, else the event's command.
-      size_t culprit = through;
-      for (size_t i = 0; i <= through; ++i) {
-        if (inflight_[i].op == Op::kDispatch || inflight_[i].op == Op::kGraph) {
-          culprit = i;
-          break;
+    while (pending_events_ > 0) {
+      // The oldest event; entries before it complete with it.
+      size_t next = 0;
+      while (inflight_[next].event == nullptr) ++next;
+      const HipEventPool::EventRef& event = inflight_[next].event;
+      const hipError_t state =
+          event == synced ? synced_error : hipEventQuery(*event);
+      if (state == hipErrorNotReady) break;
+      if (state != hipSuccess) {
+        // The commands up to the failed event ran without events of their
+        // own: blame the first that runs kernels, else the event's command.
+        size_t culprit = next;
+        for (size_t i = 0; i <= next; ++i) {
+          if (inflight_[i].op == Op::kDispatch ||
+              inflight_[i].op == Op::kGraph) {
+            culprit = i;
+            break;
+          }
         }
+        FailLocked(DescribeFault(state, inflight_[culprit]));
+        health_->Lost(status_);
+        pop_through(inflight_.size() - 1);
+        faulted = true;
+        break;
       }
-      FailLocked(DescribeFault(error, inflight_[culprit]));
-      health_->Lost(status_);
-      pop_through(inflight_.size() - 1);
-    } else {
-      pop_through(through);
-      // Later events that have completed too.
-      while (pending_events_ > 0) {
-        size_t next = 0;
-        while (inflight_[next].event == nullptr) ++next;
-        if (hipEventQuery(*inflight_[next].event) != hipSuccess) break;
-        pop_through(next);
-      }
-      // Results reach the host before anyone learns the fence completed.
-      mu_.Unlock();
-      for (InFlight& entry : done) {
-        if (entry.finish) entry.finish();
-      }
-      mu_.Lock();
+      pop_through(next);
     }
-    const Fence last =
-        error != hipSuccess ? timeline_.issued() : done.back().fence;
-    mu_.Unlock();
-    // Host callbacks first, as the commands they are; then the waiters.
-    timeline_.Publish(last, [this, &done](absl::Status) {
-      for (InFlight& entry : done) {
-        if (entry.callback) entry.callback(timeline_.StatusOf(entry.fence));
-      }
-    });
-    done.clear();  // releases memory, kernels and graphs outside the lock
-    mu_.Lock();
   }
-  mu_.Unlock();
+  if (done.empty()) return false;
+  // Results reach the host before anyone learns the fence completed.
+  if (!faulted) {
+    for (InFlight& entry : done) {
+      if (entry.finish) entry.finish();
+    }
+  }
+  const Fence last = faulted ? timeline_.issued() : done.back().fence;
+  // Host callbacks first, as the commands they are; then the waiters.
+  timeline_.Publish(last, [this, &done](absl::Status) {
+    for (InFlight& entry : done) {
+      if (entry.callback) entry.callback(timeline_.StatusOf(entry.fence));
+    }
+  });
+  done.clear();  // releases memory, kernels and graphs outside mu_
+  return true;
+}
+
+void HipQueue::RunCompletions() {
+  (void)BindDevice(device_);
+  while (true) {
+    HipEventPool::EventRef oldest;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || pending_events_ > 0;
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (pending_events_ == 0) break;  // stopping, nothing left to wait for
+      size_t next = 0;
+      while (inflight_[next].event == nullptr) ++next;
+      oldest = inflight_[next].event;
+    }
+    // A waiter may retire it meanwhile: the event stays ours (it is not
+    // recycled while referenced), and retiring finds nothing new then.
+    const hipError_t error = hipEventSynchronize(*oldest);
+    absl::MutexLock retiring(&retire_mu_);
+    (void)RetireCompleted(oldest, error);
+  }
 }
 
 }  // namespace hrx::backend

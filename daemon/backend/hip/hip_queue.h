@@ -2,10 +2,13 @@
 // complete through pooled events, recorded lazily: after a command only when
 // someone needs to know about it (Wait, OnComplete, another queue's wait, a
 // host callback) or every kEventStride commands, because recording one per
-// command would cost about as much as a small launch. A completion thread
-// waits on the events in order, publishes fences, runs callbacks and
-// releases what the commands kept alive (memory, kernels, graphs, bounce
-// buffers).
+// command would cost about as much as a small launch. Commands are retired
+// in order (their fences published, callbacks run, what they kept alive
+// released: memory, kernels, graphs, bounce buffers) by whichever thread
+// sees their event complete first: a completion thread that waits on the
+// events, or a thread in Wait, which polls its own fence's event for
+// kWaitSpin before it sleeps. A synchronous step therefore costs no thread
+// hand-off between the device finishing and its waiter returning.
 #ifndef HRX_DAEMON_BACKEND_HIP_HIP_QUEUE_H_
 #define HRX_DAEMON_BACKEND_HIP_HIP_QUEUE_H_
 
@@ -65,6 +68,12 @@ class HipDeviceHealth {
 // Commands between two completion events at most; bounds how long a
 // command's memory stays held after it completed when nobody waits on it.
 inline constexpr Fence kEventStride = 32;
+// How long Wait polls its fence's completion event itself (retiring what
+// completed) before it sleeps until the completion thread publishes the
+// fence: longer than a small command takes, so a synchronous step returns
+// as soon as the device is done; short enough that a long kernel's waiter
+// costs a core only briefly.
+inline constexpr absl::Duration kWaitSpin = absl::Microseconds(200);
 
 class HipQueue final : public Queue {
  public:
@@ -142,6 +151,14 @@ class HipQueue final : public Queue {
   HipEventPool::EventRef EventFor(Fence fence);
   absl::StatusOr<hipGraphExec_t> ExecFor(const GraphRef& graph);
   absl::Status DescribeFault(hipError_t error, const InFlight& entry) const;
+  // Retires, in order, every command whose completion event has fired (or
+  // failed): runs finishes, publishes fences, runs host callbacks, then
+  // releases what the commands kept. `synced` is an event the caller has
+  // already waited for, with the runtime's answer `synced_error` (not
+  // asked again). Returns whether anything was retired.
+  bool RetireCompleted(const HipEventPool::EventRef& synced,
+                       hipError_t synced_error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(retire_mu_);
   void RunCompletions();
 
   const int device_;
@@ -150,9 +167,13 @@ class HipQueue final : public Queue {
   const std::shared_ptr<HipPinnedPool> bounce_;
   const std::shared_ptr<HipDeviceHealth> health_;
 
-  // Fences and their waiters (fence_timeline.h). Lock order: mu_, then the
-  // timeline's; fences are published without mu_.
+  // Fences and their waiters (fence_timeline.h). Lock order: retire_mu_,
+  // then mu_, then the timeline's; fences are published without mu_.
   FenceTimeline timeline_;
+  // Held by the one thread retiring commands at a time (the completion
+  // thread, or a waiter that took it with TryLock), so fences are published
+  // and callbacks run in fence order. Never waited for by a waiter.
+  absl::Mutex retire_mu_;
   mutable absl::Mutex mu_;
   std::deque<InFlight> inflight_ ABSL_GUARDED_BY(mu_);
   Fence last_event_fence_ ABSL_GUARDED_BY(mu_) = 0;  // newest with an event
