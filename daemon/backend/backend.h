@@ -182,6 +182,14 @@ class Queue {
   // Blocks until `fence` completes (or the queue can complete nothing more);
   // returns the fence's status.
   virtual absl::Status Wait(Fence fence) = 0;
+
+  // Retires work the device has finished on the calling thread, without
+  // blocking: fences are published and their callbacks run here. For a
+  // thread that polls anyway (a ring's serving thread while it spins), so a
+  // completion needs no other thread's wake-up. Queues whose completions
+  // arrive without help (the CPU backend's workers, an executor's reports)
+  // do nothing.
+  virtual void Poll() {}
 };
 
 class Backend {

@@ -201,4 +201,13 @@ absl::StatusOr<StreamStats> CommandPath::GetStreamStats(uint64_t session,
   return stats;
 }
 
+absl::StatusOr<QueueLease> CommandPath::StreamQueue(uint64_t session,
+                                                    uint64_t stream) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
+  absl::MutexLock lock(&owner->mu);
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<StreamEntry> * target,
+                       owner->streams.Find(stream, "stream queue"));
+  return (*target)->queue;
+}
+
 }  // namespace hrx::daemon

@@ -76,6 +76,9 @@ class CommandPath {
   // Reports a deferred refusal; reclaims completed staging.
   absl::StatusOr<bool> Poll(uint64_t session, uint64_t stream);
   absl::StatusOr<StreamStats> GetStreamStats(uint64_t session, uint64_t stream);
+  // A lease on the queue the stream runs on, for a transport that polls it
+  // (backend::Queue::Poll). Held, it keeps the queue from the pool's sweep.
+  absl::StatusOr<QueueLease> StreamQueue(uint64_t session, uint64_t stream);
 
  private:
   struct SubmitJob;

@@ -10,7 +10,7 @@
 #include "daemon/server/finish.h"
 #include "daemon/server/services_lane.h"
 #include "daemon/server/stream_reactor.h"
-#include "daemon/server/wire_shape.h"
+#include "daemon/stream/wire_shape.h"
 #include "shared/grpc_status.h"
 #include "shared/refusal.h"
 #include "shared/version.h"

@@ -9,7 +9,7 @@
 #include "daemon/core/core.h"
 #include "daemon/server/bound_sockets.h"
 #include "daemon/server/peer_registry.h"
-#include "daemon/server/ring_stream.h"
+#include "daemon/server/ring_registry.h"
 #include "hrx/v1/admin.grpc.pb.h"
 #include "hrx/v1/buffer.grpc.pb.h"
 #include "hrx/v1/device.grpc.pb.h"

@@ -4,15 +4,20 @@
 #include <utility>
 
 #include "daemon/server/call_lanes.h"
+#include "daemon/server/core_stream_engine.h"
 #include "daemon/server/services_lane.h"
-#include "daemon/server/wire_shape.h"
+#include "daemon/stream/wire_shape.h"
 
 namespace hrx::daemon {
 
 StreamReactor::StreamReactor(Core& core, absl::StatusOr<Caller> caller,
                              std::string lane)
-    : StreamConversation(core), lane_(std::move(lane)) {
-  Start(std::move(caller));
+    : lane_(std::move(lane)) {
+  if (!caller.ok()) {
+    Start(caller.status());
+    return;
+  }
+  Start(std::make_shared<CoreStreamEngine>(core, *caller));
 }
 
 void StreamReactor::OnReadDone(bool ok) {

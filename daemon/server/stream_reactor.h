@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "daemon/core/core.h"
 #include "daemon/server/decode.h"
-#include "daemon/server/stream_conversation.h"
+#include "daemon/stream/stream_conversation.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "hrx/v1/stream.pb.h"

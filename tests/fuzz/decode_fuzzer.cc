@@ -14,7 +14,7 @@
 
 #include "daemon/core/handle_authority.h"
 #include "daemon/server/decode.h"
-#include "daemon/server/wire_shape.h"
+#include "daemon/stream/wire_shape.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/reflection.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/server/wire_shape.h"
+#include "daemon/stream/wire_shape.h"
 #include "hrx/v1/stream.pb.h"
 #include "shared/refusal.h"
 #include "shared/shm_ring.h"

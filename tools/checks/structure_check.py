@@ -8,7 +8,9 @@ fix it; the exit status is the number of broken rules.
   1. Nothing under daemon/core or daemon/backend includes gRPC, and neither
      includes the wire protocol's messages (the core reads only the config's,
      hrx/v1/config.pb.h); the backend includes nothing of the core or server,
-     the core nothing of the server.
+     the core nothing of the server. daemon/stream (a stream's protocol and
+     ring transport, hosted by hrxd and meant for executors too) includes
+     nothing of the core, the server or the executor.
   2. Refusals are made through Refusal() (shared/refusal.h): no absl::*Error
      whose message starts with a reason token.
   3. No file in daemon/core passes 400 lines; no class declared there has
@@ -40,6 +42,8 @@ def check_layers(root):
                          r"^hrx/v1/(?!config\.pb\.h$)", r"^daemon/server/"]),
         ("daemon/backend", [r"^grpc", r"^grpcpp/", r"\.grpc\.pb\.h$",
                             r"^hrx/v1/", r"^daemon/core/", r"^daemon/server/"]),
+        ("daemon/stream", [r"^daemon/core/", r"^daemon/server/",
+                           r"^daemon/executor/"]),
     ):
         for path, text in sources(root, layer):
             for included in INCLUDE.findall(text):
@@ -48,7 +52,8 @@ def check_layers(root):
                         problems.append(
                             f"{path} includes {included}, which the {layer} "
                             "layer may not use. Fix: move the code that needs "
-                            "it up a layer (daemon/server translates the wire).")
+                            "it up a layer (daemon/server translates the wire; "
+                            "a stream engine serves daemon/stream).")
                         break
     return problems
 

@@ -336,12 +336,16 @@ absl::Status HipQueue::Wait(Fence fence) {
   const absl::Time give_up = absl::Now() + kWaitSpin;
   while (timeline_.completed() < fence && timeline_.failure().ok() &&
          absl::Now() < give_up) {
-    if (retire_mu_.TryLock()) {
-      (void)RetireCompleted(nullptr, hipSuccess);
-      retire_mu_.Unlock();
-    }
+    Poll();
   }
   return timeline_.Wait(fence, /*stop_at_failure=*/true);
+}
+
+void HipQueue::Poll() {
+  if (retire_mu_.TryLock()) {
+    (void)RetireCompleted(nullptr, hipSuccess);
+    retire_mu_.Unlock();
+  }
 }
 
 absl::Status HipQueue::DescribeFault(hipError_t error,

@@ -104,6 +104,8 @@ class HipQueue final : public Queue {
 
   Fence completed() const override;
   absl::Status Wait(Fence fence) override;
+  // Retires what completed unless another thread is retiring already.
+  void Poll() override;
 
  private:
   // What a command was, for the message of a fault found at its event.

@@ -1,4 +1,4 @@
-#include "daemon/server/ring_stream.h"
+#include "daemon/stream/ring_server.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -8,16 +8,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <optional>
 #include <system_error>
 #include <utility>
-#include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_format.h"
-#include "daemon/server/wire_shape.h"
+#include "daemon/stream/wire_shape.h"
 #include "shared/refusal.h"
-#include "shared/status_macros.h"
 
 namespace hrx::daemon {
 namespace {
@@ -29,173 +25,45 @@ absl::Duration ServeSpin() {
   return spin;
 }
 
-struct Mapped {
-  shared::UniqueFd fd;
-  void* base = nullptr;
-};
+}  // namespace
 
-// A sealed memfd of `bytes`, mapped: the client can write its pages but
-// cannot shrink it under hrxd's mapping.
-absl::StatusOr<Mapped> MapRegion(uint64_t bytes) {
+absl::StatusOr<RingRegion> CreateRingRegion(std::string_view what) {
+  const uint64_t bytes = shared::RingRegionBytes(shared::kRingSubmitBytes,
+                                                 shared::kRingCompleteBytes);
   shared::UniqueFd fd(
       memfd_create("hrx-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid() || ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0 ||
       fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) !=
           0) {
     return Refusal(Reason::kMemfdFailed,
-                   absl::StrFormat("open ring: a %u-byte region: %s. Fix: "
-                                   "raise hrxd's open-file or memory limits.",
-                                   bytes, std::strerror(errno)));
+                   absl::StrFormat("%s: a %u-byte region: %s. Fix: raise "
+                                   "hrxd's open-file or memory limits.",
+                                   what, bytes, std::strerror(errno)));
   }
   void* base =
       mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (base == MAP_FAILED) {
     return Refusal(Reason::kMemfdFailed,
-                   absl::StrFormat("open ring: mapping a %u-byte region: %s. "
-                                   "Fix: raise hrxd's memory limits.",
-                                   bytes, std::strerror(errno)));
+                   absl::StrFormat("%s: mapping a %u-byte region: %s. Fix: "
+                                   "raise hrxd's memory limits.",
+                                   what, bytes, std::strerror(errno)));
   }
-  return Mapped{std::move(fd), base};
-}
-
-}  // namespace
-
-// --- RingRegistry -----------------------------------------------------------
-
-RingRegistry::~RingRegistry() { Shutdown(); }
-
-absl::StatusOr<OpenedRing> RingRegistry::Open(const Caller& caller,
-                                              const PeerIdentity& peer) {
-  if (peer.pid <= 0) {
-    return Refusal(
-        Reason::kPeerNotVisible,
-        "open ring: the caller has no process hrxd can see (a remote "
-        "client, or another PID namespace), so no region can be handed to "
-        "it. Fix: use Streams.Open (libhrx does so by itself).");
-  }
-  auto session = core_.sessions().Find(caller.session());
-  if (!session.ok()) return session.status();
-  const std::string tenant = (*session)->tenant->name();
-  {
-    absl::MutexLock lock(&mu_);
-    if (shutting_down_) {
-      return Refusal(Reason::kShuttingDown,
-                     "open ring: hrxd is stopping. Fix: reconnect once it "
-                     "has restarted.");
-    }
-    // Counted now (each ring is a thread of hrxd's); given back by Ended,
-    // or below if the ring does not start.
-    auto counted = per_tenant_.find(tenant);
-    const size_t mine = counted == per_tenant_.end() ? 0 : counted->second;
-    if (mine >= kMaxRingsPerTenant || rings_.size() + reserved_ >= kMaxRings) {
-      return Refusal(
-          Reason::kTooManyRings,
-          absl::StrFormat(
-              "open ring: tenant \"%s\" has %u rings open (at most %u), "
-              "hrxd %u (at most %u); each is a thread of hrxd's. Fix: close "
-              "streams, or open this one as a call (Streams.Open; libhrx "
-              "does so by itself).",
-              tenant, mine, kMaxRingsPerTenant, rings_.size() + reserved_,
-              kMaxRings));
-    }
-    ++per_tenant_[tenant];
-    ++reserved_;
-  }
-  // Whatever happens below, the reservation becomes a ring or goes.
-  bool started_ring = false;
-  absl::Cleanup unreserve = [&] {
-    absl::MutexLock lock(&mu_);
-    --reserved_;
-    if (!started_ring && --per_tenant_[tenant] == 0) per_tenant_.erase(tenant);
-  };
-  const uint64_t bytes = shared::RingRegionBytes(shared::kRingSubmitBytes,
-                                                 shared::kRingCompleteBytes);
-  HRX_ASSIGN_OR_RETURN(ChargeRef charge,
-                       core_.commands().ReserveSharedBytes(caller.session(),
-                                                           bytes, "open ring"));
-  HRX_ASSIGN_OR_RETURN(Mapped mapped, MapRegion(bytes));
-  shared::InitRingRegion(mapped.base, shared::kRingSubmitBytes,
+  shared::InitRingRegion(base, shared::kRingSubmitBytes,
                          shared::kRingCompleteBytes);
-  std::unique_ptr<RingStream> ring(
-      new RingStream(core_, *this, RingStream::Region{mapped.base, bytes},
-                     std::move(charge), tenant));
-  HRX_RETURN_IF_ERROR(ring->PrepareThread());
-  // From here, a ring that will not run lets its waiting thread go.
-  absl::Cleanup abandon = [&ring] { ring->Abandon(); };
-  HRX_ASSIGN_OR_RETURN(StreamInfo stream,
-                       core_.commands().CreateStream(caller.session()));
-  absl::StatusOr<std::string> ticket =
-      core_.sharing().IssueTicket(caller.session(), std::move(mapped.fd));
-  if (!ticket.ok()) {
-    core_.commands().DestroyStream(caller.session(), stream.handle,
-                                   [](absl::Status) {});
-    return ticket.status();
-  }
-  std::move(abandon).Cancel();
-  RingStream* started = ring.get();
-  {
-    absl::MutexLock lock(&mu_);
-    // StopAll may have run since the check above: this ring stops too.
-    if (shutting_down_) started->StopForShutdown();
-    rings_.emplace(started, std::move(ring));
-    started_ring = true;
-  }
-  started->Run(caller, stream.handle);
-  return OpenedRing{stream.handle, stream.queue, *std::move(ticket), bytes};
+  return RingRegion{std::move(fd), base, bytes};
 }
 
-void RingRegistry::StopAll() {
-  absl::MutexLock lock(&mu_);
-  shutting_down_ = true;
-  // Stopped under the lock: a ring removes itself only through Ended,
-  // which takes it.
-  for (auto& [ring, owned] : rings_) ring->StopForShutdown();
-}
+RingServer::RingServer(void* base, uint64_t bytes, Ended ended)
+    : base_(base),
+      bytes_(bytes),
+      ended_callback_(std::move(ended)),
+      // The region's creator wrote the header: its layout is trusted.
+      reader_(shared::SubmitReader(base_), shared::kMaxRingMessageBytes),
+      writer_(shared::CompleteWriter(base_)) {}
 
-void RingRegistry::Shutdown() {
-  StopAll();
-  {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](absl::flat_hash_map<RingStream*, std::unique_ptr<RingStream>>*
-                rings) { return rings->empty(); },
-        &rings_));
-  }
-}
+RingServer::~RingServer() { munmap(base_, bytes_); }
 
-size_t RingRegistry::live() const {
-  absl::MutexLock lock(&mu_);
-  return rings_.size();
-}
-
-void RingRegistry::Ended(RingStream* ring) {
-  absl::MutexLock lock(&mu_);
-  std::unique_ptr<RingStream> ended;  // destroyed first, under the lock
-  auto it = rings_.find(ring);
-  if (it == rings_.end()) return;
-  ended = std::move(it->second);
-  rings_.erase(it);
-  if (--per_tenant_[ring->tenant_] == 0) per_tenant_.erase(ring->tenant_);
-  // `ended` is destroyed here, under the lock, so Shutdown's Await sees
-  // the ring gone only once it is.
-}
-
-// --- RingStream -------------------------------------------------------------
-
-RingStream::RingStream(Core& core, RingRegistry& registry, Region region,
-                       ChargeRef charge, std::string tenant)
-    : StreamConversation(core),
-      registry_(registry),
-      region_(std::move(region)),
-      charge_(std::move(charge)),
-      tenant_(std::move(tenant)),
-      // hrxd wrote the header: its own copy of the layout is trusted.
-      reader_(shared::SubmitReader(region_.base), shared::kMaxRingMessageBytes),
-      writer_(shared::CompleteWriter(region_.base)) {}
-
-RingStream::~RingStream() { munmap(region_.base, region_.bytes); }
-
-absl::Status RingStream::PrepareThread() {
+absl::Status RingServer::PrepareThread() {
   try {
     thread_ = std::thread([this] {
       go_.WaitForNotification();
@@ -212,31 +80,31 @@ absl::Status RingStream::PrepareThread() {
   return absl::OkStatus();
 }
 
-void RingStream::Abandon() {
+void RingServer::Abandon() {
   abandoned_ = true;
   go_.Notify();
   thread_.join();
 }
 
-void RingStream::Run(const Caller& caller, uint64_t stream) {
-  Start(caller, stream);
+void RingServer::Run(std::shared_ptr<StreamEngine> engine, uint64_t stream) {
+  Start(std::move(engine), stream);
   go_.Notify();
-  thread_.detach();  // it ends by handing the ring back to the registry
+  thread_.detach();  // it ends by handing the ring back to its owner
 }
 
-void RingStream::Stop(const absl::Status& tell) {
+void RingServer::Stop(const absl::Status& tell) {
   if (!tell.ok()) Finish(tell);
   stop_requested_.store(true);
   Wake();
 }
 
-void RingStream::StopForShutdown() {
+void RingServer::StopForShutdown() {
   LeaveStreamAtEnd();
   Stop(Refusal(Reason::kShuttingDown,
                "hrxd is stopping. Fix: reconnect once it has restarted."));
 }
 
-void RingStream::Finish(const absl::Status& status) {
+void RingServer::Finish(const absl::Status& status) {
   if (finish_told_.exchange(true)) return;
   const absl::string_view message = status.message();
   const size_t bytes =
@@ -248,7 +116,7 @@ void RingStream::Finish(const absl::Status& status) {
   shared::RingDoorbell(header().client_bell);
 }
 
-void RingStream::Serve() {
+void RingServer::Serve() {
   absl::Time last_work = absl::Now();
   absl::Time last_check = last_work;
   int idle_wakes = 0;  // wake-ups in a row that found nothing to do
@@ -263,8 +131,7 @@ void RingStream::Serve() {
       // A session ended by someone else (an eviction, a lost executor) is
       // buried with why: its client hears that with the end. One its client
       // closed ends the ring as the client's own close would.
-      if (absl::Status found = core().sessions().Find(session()).status();
-          !found.ok()) {
+      if (absl::Status found = engine()->SessionStatus(); !found.ok()) {
         const bool buried = ReasonOf(found) != Reason::kStaleHandle &&
                             ReasonOf(found) != Reason::kUnknownHandle;
         Stop(buried ? found : absl::OkStatus());
@@ -277,7 +144,10 @@ void RingStream::Serve() {
     }
     if (now - last_work < ServeSpin()) {
       // Polling, but yielding: the work the client waits for may need this
-      // core (an executor, a queue's thread) more than the poll does.
+      // core (an executor, a queue's thread) more than the poll does. The
+      // queue's completions are polled too: a reply the client spins for
+      // is then written from here, with no thread woken in between.
+      PollProgress();
       sched_yield();
       continue;
     }
@@ -292,10 +162,12 @@ void RingStream::Serve() {
   // End ran with the conversation's lock held, perhaps on another thread:
   // that thread is out of it once the lock is free again.
   AwaitQuiet();
-  registry_.Ended(this);  // destroys this
+  // A copy: the owner may destroy this ring, and its member, from inside.
+  const Ended ended = ended_callback_;
+  ended(this);
 }
 
-bool RingStream::ServeOnce() {
+bool RingServer::ServeOnce() {
   // Progress is judged by this side's own positions, never by what the
   // client can write into the region.
   bool progress = false;
@@ -377,12 +249,12 @@ bool RingStream::ServeOnce() {
   return progress;
 }
 
-void RingStream::ReadNext() {
+void RingServer::ReadNext() {
   want_read_.store(true);
   Wake();
 }
 
-bool RingStream::WriteNext(const hrx::v1::StreamReply& reply) {
+bool RingServer::WriteNext(const hrx::v1::StreamReply& reply) {
   std::string wire = reply.SerializeAsString();
   bool done = true;
   bool serve = false;  // the serving thread has to act on it
@@ -406,7 +278,7 @@ bool RingStream::WriteNext(const hrx::v1::StreamReply& reply) {
   return done;
 }
 
-void RingStream::End(const absl::Status& status) {
+void RingServer::End(const absl::Status& status) {
   Finish(status);
   ended_.store(true);
   Wake();

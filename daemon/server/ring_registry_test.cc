@@ -1,7 +1,7 @@
 // RingRegistry at hrxd's stop: rings end at once, and their streams stay
 // with their sessions (a unary call naming one while the stop reaches its
 // client must fail as the stop, not as a freed stream).
-#include "daemon/server/ring_stream.h"
+#include "daemon/server/ring_registry.h"
 
 #include <chrono>
 #include <thread>

@@ -1,6 +1,7 @@
 // One ordered command stream's protocol (the messages of Streams.Open),
-// apart from the transport that carries it: the gRPC call (stream_reactor.h)
-// or the stream's shared-memory ring (ring_stream.h). Both transports
+// apart from the transport that carries it: the gRPC call
+// (daemon/server/stream_reactor.h) or the stream's shared-memory ring
+// (ring_server.h). Both transports
 // therefore apply the same checks, refusals and flow control.
 //
 // Requests are handled in arrival order; batches are enqueued with refusals
@@ -16,21 +17,21 @@
 // stops being read: its cost to the daemon stays bounded.
 //
 // A transport implements the three hooks and reports back through the On*
-// methods; each hook call is answered exactly once.
-#ifndef HRX_DAEMON_SERVER_STREAM_CONVERSATION_H_
-#define HRX_DAEMON_SERVER_STREAM_CONVERSATION_H_
+// methods; each hook call is answered exactly once. The session's work is
+// the engine's (stream_engine.h): hrxd's core, or an executor's.
+#ifndef HRX_DAEMON_STREAM_STREAM_CONVERSATION_H_
+#define HRX_DAEMON_STREAM_STREAM_CONVERSATION_H_
 
 #include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/core/core.h"
-#include "daemon/server/decode.h"
+#include "daemon/stream/stream_engine.h"
 #include "hrx/v1/stream.pb.h"
 
 namespace hrx::daemon {
@@ -49,12 +50,13 @@ class StreamConversation {
  protected:
   using Reply = std::shared_ptr<hrx::v1::StreamReply>;
 
-  explicit StreamConversation(Core& core) : core_(core) {}
+  StreamConversation() = default;
 
-  // Starts reading, or ends with `caller`'s error. `stream` is a stream
-  // already created for this conversation (the ring's), else 0: the first
-  // request must then open one.
-  void Start(absl::StatusOr<Caller> caller, uint64_t stream = 0);
+  // Starts reading, or ends with `engine`'s error (the caller could not be
+  // identified). `stream` is a stream already created for this
+  // conversation (the ring's), else 0: the first request must then open one.
+  void Start(absl::StatusOr<std::shared_ptr<StreamEngine>> engine,
+             uint64_t stream = 0);
 
   // --- Transport hooks (called with the conversation's lock held; they
   // must not call back into it before returning) ---
@@ -86,12 +88,19 @@ class StreamConversation {
   // client must not find it freed (stale_handle) rather than stopping.
   void LeaveStreamAtEnd() { leave_stream_.store(true); }
 
+  // Lends the calling thread to the stream's queue (StreamEngine::Progress)
+  // once the stream is open: for a transport that spins anyway, from the
+  // thread that handles its requests.
+  void PollProgress() {
+    if (stream_ != 0) engine_->Progress(stream_);
+  }
+
   // Returns once no other thread is inside the conversation's lock: after
   // End, the transport may then destroy the conversation.
   void AwaitQuiet() { absl::MutexLock lock(&mu_); }
 
-  Core& core() { return core_; }
-  uint64_t session() const { return session_; }
+  // Set by Start; null when it ended with an error.
+  StreamEngine* engine() const { return engine_.get(); }
 
  private:
   // A reply to `token`; a non-OK `status` is counted as a refusal.
@@ -103,11 +112,11 @@ class StreamConversation {
   bool Handle(const hrx::v1::StreamRequest& request);
   // Queues a reply for writing; safe from any thread.
   // `hold` (a reply_bytes charge) is kept until the reply is written.
-  void Send(Reply reply, ChargeRef hold = nullptr);
+  void Send(Reply reply, StreamHold hold = nullptr);
   // Starts an asynchronous core operation owing `bytes` of reply data;
   // Complete ends it.
   void Begin(uint64_t bytes = 0);
-  void Complete(Reply reply, uint64_t bytes = 0, ChargeRef hold = nullptr);
+  void Complete(Reply reply, uint64_t bytes = 0, StreamHold hold = nullptr);
   // Writes queued replies while the transport takes them at once.
   void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WrittenLocked(bool ok) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -115,16 +124,14 @@ class StreamConversation {
   void MaybeReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  Core& core_;
-  std::optional<Caller> caller_;
-  uint64_t session_ = 0;
+  std::shared_ptr<StreamEngine> engine_;
   uint64_t stream_ = 0;  // 0 until opened
   std::atomic<bool> leave_stream_{false};
   hrx::v1::StreamRequest request_;
   struct Outgoing {
     Reply reply;
     uint64_t data_bytes = 0;
-    ChargeRef hold;  // released once the client has taken the reply
+    StreamHold hold;  // released once the client has taken the reply
   };
 
   absl::Mutex mu_;
@@ -146,4 +153,4 @@ class StreamConversation {
 
 }  // namespace hrx::daemon
 
-#endif  // HRX_DAEMON_SERVER_STREAM_CONVERSATION_H_
+#endif  // HRX_DAEMON_STREAM_STREAM_CONVERSATION_H_

@@ -6,8 +6,8 @@
 // walked here, with the message's descriptor, counting every element of a
 // repeated field and every nested message, and refused past the limit
 // before anything is materialised.
-#ifndef HRX_DAEMON_SERVER_WIRE_SHAPE_H_
-#define HRX_DAEMON_SERVER_WIRE_SHAPE_H_
+#ifndef HRX_DAEMON_STREAM_WIRE_SHAPE_H_
+#define HRX_DAEMON_STREAM_WIRE_SHAPE_H_
 
 #include <cstddef>
 #include <string_view>
@@ -46,4 +46,4 @@ void SerializeInto(const google::protobuf::Message& message,
 
 }  // namespace hrx::daemon
 
-#endif  // HRX_DAEMON_SERVER_WIRE_SHAPE_H_
+#endif  // HRX_DAEMON_STREAM_WIRE_SHAPE_H_

@@ -1,9 +1,7 @@
-#include "daemon/server/stream_conversation.h"
+#include "daemon/stream/stream_conversation.h"
 
-#include <algorithm>
 #include <utility>
 
-#include "daemon/server/decode.h"
 #include "shared/refusal.h"
 
 namespace hrx::daemon {
@@ -27,26 +25,26 @@ Reply MakeReply(uint64_t token, const absl::Status& status) {
 // is counted by its reason.
 StreamConversation::Reply StreamConversation::NewReply(
     uint64_t token, const absl::Status& status) {
-  core_.refusals().Count(status);
+  if (!status.ok()) engine_->CountRefusal(status);
   return MakeReply(token, status);
 }
 
 void StreamConversation::SetStatus(hrx::v1::StreamReply& reply,
                                    const absl::Status& status) {
-  core_.refusals().Count(status);
+  engine_->CountRefusal(status);
   reply.set_code(static_cast<int32_t>(status.code()));
   reply.set_message(std::string(status.message()));
 }
 
-void StreamConversation::Start(absl::StatusOr<Caller> caller, uint64_t stream) {
-  if (!caller.ok()) {
+void StreamConversation::Start(
+    absl::StatusOr<std::shared_ptr<StreamEngine>> engine, uint64_t stream) {
+  if (!engine.ok()) {
     absl::MutexLock lock(&mu_);
     finished_ = true;
-    End(caller.status());
+    End(engine.status());
     return;
   }
-  caller_.emplace(*caller);
-  session_ = caller->session();
+  engine_ = *std::move(engine);
   stream_ = stream;
   absl::MutexLock lock(&mu_);
   MaybeReadLocked();
@@ -77,8 +75,8 @@ void StreamConversation::OnRequestsEnded() {
   // The client finished writing, or the call died: drain and destroy.
   if (stream_ != 0 && !leave_stream_.load()) {
     Begin();
-    core_.commands().DestroyStream(session_, stream_,
-                                   [this](absl::Status) { Complete(nullptr); });
+    engine_->DestroyStream(stream_,
+                           [this](absl::Status) { Complete(nullptr); });
   }
   absl::MutexLock lock(&mu_);
   read_pending_ = false;
@@ -87,7 +85,7 @@ void StreamConversation::OnRequestsEnded() {
 }
 
 void StreamConversation::OnBroken(const absl::Status& why) {
-  core_.refusals().Count(why);
+  engine_->CountRefusal(why);
   {
     absl::MutexLock lock(&mu_);
     if (finish_status_.ok()) finish_status_ = why;
@@ -111,9 +109,9 @@ void StreamConversation::OnRequest(const absl::Status& parsed) {
     // next sync point, like a bad batch's. Before the stream is open there
     // is no stream to keep it, and no token to answer: the call ends with it.
     if (stream_ != 0) {
-      core_.commands().DeferRefusal(session_, stream_, parsed);
+      engine_->DeferRefusal(stream_, parsed);
     } else {
-      core_.refusals().Count(parsed);
+      engine_->CountRefusal(parsed);
     }
     absl::MutexLock lock(&mu_);
     handling_ = false;
@@ -143,12 +141,13 @@ bool StreamConversation::Handle(const hrx::v1::StreamRequest& request) {
                                    "as the first message.")));
       return true;
     }
-    auto opened = core_.commands().CreateStream(session_);
-    Reply reply = NewReply(token, opened.status());
+    Reply reply = NewReply(token);
+    auto opened = engine_->OpenStream(reply->mutable_opened());
     if (opened.ok()) {
-      stream_ = opened->handle;
-      caller_->Seal(opened->handle, reply->mutable_opened()->mutable_stream());
-      reply->mutable_opened()->set_queue(opened->queue);
+      stream_ = *opened;
+    } else {
+      reply->clear_opened();
+      SetStatus(*reply, opened.status());
     }
     Send(std::move(reply));
     return true;
@@ -162,102 +161,79 @@ bool StreamConversation::Handle(const hrx::v1::StreamRequest& request) {
   }
   switch (request.op_case()) {
     case hrx::v1::StreamRequest::kBatch: {
-      auto commands = caller_->Commands(request.batch().commands());
       const bool ack = request.batch().ack();
-      if (!commands.ok()) {
-        // Reported at the stream's next sync point, like any refused batch.
-        core_.commands().DeferRefusal(session_, stream_, commands.status());
-        if (ack) Send(NewReply(token));
-        return true;
-      }
       // Reading waits for this batch: if it is suspended at the staging
       // bound, the callback resumes reading once it is enqueued.
       {
         absl::MutexLock lock(&mu_);
         ++outstanding_;
       }
-      core_.commands().Submit(
-          session_, stream_, *std::move(commands), SubmitErrors::kDefer,
-          [this, token, ack](absl::StatusOr<size_t> enqueued) {
-            if (!enqueued.ok()) {
-              core_.commands().DeferRefusal(session_, stream_,
-                                            enqueued.status());
-            }
-            if (ack) {
-              Reply reply = NewReply(token);
-              reply->set_enqueued(enqueued.ok() ? *enqueued : 0);
-              Send(std::move(reply));
-            }
-            absl::MutexLock lock(&mu_);
-            handling_ = false;  // enqueued: the next may be read
-            --outstanding_;
-            MaybeReadLocked();
-            MaybeFinishLocked();
-          });
+      // A refused batch is reported at the stream's next sync point.
+      engine_->Submit(stream_, request.batch().commands(),
+                      [this, token, ack](absl::StatusOr<size_t> enqueued) {
+                        if (!enqueued.ok()) {
+                          engine_->DeferRefusal(stream_, enqueued.status());
+                        }
+                        if (ack) {
+                          Reply reply = NewReply(token);
+                          reply->set_enqueued(enqueued.ok() ? *enqueued : 0);
+                          Send(std::move(reply));
+                        }
+                        absl::MutexLock lock(&mu_);
+                        handling_ = false;  // enqueued: the next may be read
+                        --outstanding_;
+                        MaybeReadLocked();
+                        MaybeFinishLocked();
+                      });
       return false;  // the callback reads on (it may already have)
     }
     case hrx::v1::StreamRequest::kSync: {
       Begin();
-      core_.commands().Synchronize(session_, stream_,
-                                   [this, token](absl::Status status) {
-                                     Complete(NewReply(token, status));
-                                   });
+      engine_->Synchronize(stream_, [this, token](absl::Status status) {
+        Complete(NewReply(token, status));
+      });
       return true;
     }
     case hrx::v1::StreamRequest::kRead: {
-      auto src = caller_->View(request.read(), "read src");
-      if (!src.ok()) {
-        Send(NewReply(token, src.status()));
-        return true;
-      }
       // The tenant's reply_bytes ceiling holds until the client has taken
       // the reply: many calls that never read cannot add up without bound.
-      auto hold = core_.commands().ReserveReplyBytes(session_, src->length);
-      if (!hold.ok()) {
-        Send(NewReply(token, hold.status()));
+      auto read = engine_->PrepareRead(request.read());
+      if (!read.ok()) {
+        Send(NewReply(token, read.status()));
         return true;
       }
       Reply reply = NewReply(token);
-      const uint64_t owed = std::min(src->length, kMaxInlineReadBytes);
+      const uint64_t owed = read->reply_bytes;
       Begin(owed);
-      core_.commands().Read(
-          session_, stream_, *src, reply->mutable_data(),
-          [this, reply, owed, hold = *std::move(hold)](absl::Status status) {
-            if (!status.ok()) {
-              reply->clear_data();
-              SetStatus(*reply, status);
-            }
-            Complete(reply, owed, hold);
-          });
+      engine_->Read(stream_, *read, reply->mutable_data(),
+                    [this, reply, owed, hold = std::move(read->hold)](
+                        absl::Status status) mutable {
+                      if (!status.ok()) {
+                        reply->clear_data();
+                        SetStatus(*reply, status);
+                      }
+                      // Moved on: the hold lives with the reply until the
+                      // client has taken it, not with this callback.
+                      Complete(std::move(reply), owed, std::move(hold));
+                    });
       return true;
     }
     case hrx::v1::StreamRequest::kLaunchProfiled: {
-      auto exec =
-          caller_->Object(request.launch_profiled().exec(),
-                          shared::HandleKind::kGraphExec, "launch profiled");
-      if (!exec.ok()) {
-        Send(NewReply(token, exec.status()));
-        return true;
-      }
+      Reply reply = NewReply(token);
       Begin();
-      core_.graphs().LaunchProfiled(
-          session_, stream_, *exec,
-          [this, token](absl::StatusOr<std::vector<NodeTime>> profile) {
-            Reply reply = NewReply(token, profile.status());
-            if (profile.ok()) {
-              hrx::v1::Profile* out = reply->mutable_profile();
-              for (const NodeTime& node : *profile) {
-                hrx::v1::ProfiledNode* wire = out->add_nodes();
-                wire->set_label(node.label);
-                wire->set_nanoseconds(node.nanoseconds);
-              }
-            }
-            Complete(std::move(reply));
-          });
+      engine_->LaunchProfiled(stream_, request.launch_profiled().exec(),
+                              reply->mutable_profile(),
+                              [this, reply](absl::Status status) {
+                                if (!status.ok()) {
+                                  reply->clear_profile();
+                                  SetStatus(*reply, status);
+                                }
+                                Complete(reply);
+                              });
       return true;
     }
     case hrx::v1::StreamRequest::kPoll: {
-      auto complete = core_.commands().Poll(session_, stream_);
+      auto complete = engine_->Poll(stream_);
       Reply reply = NewReply(token, complete.status());
       if (complete.ok()) reply->set_complete(*complete);
       Send(std::move(reply));
@@ -278,7 +254,8 @@ void StreamConversation::Begin(uint64_t bytes) {
   owed_bytes_ += bytes;
 }
 
-void StreamConversation::Complete(Reply reply, uint64_t bytes, ChargeRef hold) {
+void StreamConversation::Complete(Reply reply, uint64_t bytes,
+                                  StreamHold hold) {
   if (reply != nullptr) Send(std::move(reply), std::move(hold));
   absl::MutexLock lock(&mu_);
   --outstanding_;
@@ -287,7 +264,7 @@ void StreamConversation::Complete(Reply reply, uint64_t bytes, ChargeRef hold) {
   MaybeFinishLocked();
 }
 
-void StreamConversation::Send(Reply reply, ChargeRef hold) {
+void StreamConversation::Send(Reply reply, StreamHold hold) {
   Outgoing outgoing;
   outgoing.data_bytes = reply->data().size();
   outgoing.hold = std::move(hold);

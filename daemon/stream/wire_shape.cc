@@ -1,4 +1,4 @@
-#include "daemon/server/wire_shape.h"
+#include "daemon/stream/wire_shape.h"
 
 #include <string>
 #include <vector>
