@@ -28,6 +28,11 @@
 extern char** environ;
 
 namespace hrx::executor {
+
+using backend::remote::ExecutorLink;
+using backend::remote::ExecutorLostStatus;
+using backend::remote::RemoteBackend;
+
 namespace {
 
 // `message` up to its Fix, for quoting inside a refusal that has its own.

@@ -25,10 +25,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/backend/remote/remote_backend.h"
 #include "daemon/core/device_set.h"
 #include "daemon/executor/executor_cgroups.h"
 #include "daemon/executor/executor_log.h"
-#include "daemon/executor/remote_backend.h"
 #include "daemon/executor/uid_leases.h"
 #include "shared/unique_fd.h"
 
@@ -117,7 +117,7 @@ class ExecutorPool final : public daemon::DeviceSet {
     // Null while down. A lost one's last holder (a call in progress, or
     // the watchdog) lets it go; its queues, memory and kernels keep their
     // link to it until they go too (QueuePool::Sweep, sessions closing).
-    std::shared_ptr<RemoteBackend> backend;
+    std::shared_ptr<backend::remote::RemoteBackend> backend;
     std::set<std::string> tenants;
     uint64_t restarts = 0;
     int failures_in_a_row = 0;
@@ -148,7 +148,7 @@ class ExecutorPool final : public daemon::DeviceSet {
   struct Launched {
     pid_t pid = 0;
     std::shared_ptr<const shared::UniqueFd> pidfd;
-    std::shared_ptr<RemoteBackend> backend;
+    std::shared_ptr<backend::remote::RemoteBackend> backend;
   };
   // Starts the executor called `name` and connects to it: waits up to the
   // call limit for its hello, so never under mu_.
@@ -164,7 +164,7 @@ class ExecutorPool final : public daemon::DeviceSet {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void Install(Executor& executor, Launched launched);
   struct Running {
-    std::shared_ptr<ExecutorLink> link;
+    std::shared_ptr<backend::remote::ExecutorLink> link;
     std::shared_ptr<const shared::UniqueFd> pidfd;
   };
   // Loses and kills `tenant`'s own executor with `why` (forgetting its
@@ -172,7 +172,8 @@ class ExecutorPool final : public daemon::DeviceSet {
   Running Stop(const daemon::Tenant& tenant, const std::string& why,
                bool forget_tenants);
   // The link of `name`'s current life ended with `why`.
-  void Lost(const std::string& name, ExecutorLink* link, absl::Status why);
+  void Lost(const std::string& name, backend::remote::ExecutorLink* link,
+            absl::Status why);
   void Watch();
   absl::Duration HangLimit() const {
     return std::min(options_.watchdog, options_.hang_limit);

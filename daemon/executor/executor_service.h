@@ -23,7 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/backend/backend.h"
-#include "daemon/executor/frame_io.h"
+#include "daemon/backend/remote/frame_io.h"
 #include "hrx/executor/v1/executor.pb.h"
 
 namespace hrx::executor {
@@ -86,8 +86,8 @@ class ExecutorService {
 
   backend::Backend& backend_;
   const int socket_;
-  FrameReader reader_;
-  FrameWriter writer_;
+  backend::remote::FrameReader reader_;
+  backend::remote::FrameWriter writer_;
 
   // Touched only by Serve's thread (its reader thread reads frames).
   shared::UniqueFd incoming_fd_;  // of the request being handled

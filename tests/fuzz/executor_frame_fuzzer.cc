@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "daemon/executor/frame_io.h"
+#include "daemon/backend/remote/frame_io.h"
 #include "hrx/executor/v1/executor.pb.h"
 #include "shared/unique_fd.h"
 #include "tests/fuzz/fuzz_target.h"
@@ -32,11 +32,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     executor_end.Reset();
   });
-  hrx::executor::FrameReader reader(daemon_end.get());
+  hrx::backend::remote::FrameReader reader(daemon_end.get());
   std::string frame;
   hrx::executor::v1::Event event;
   while (reader.Next(&frame)) {
-    HRX_FUZZ_CHECK(frame.size() <= hrx::executor::kMaxFrameBytes);
+    HRX_FUZZ_CHECK(frame.size() <= hrx::backend::remote::kMaxFrameBytes);
     if (!event.ParseFromString(frame)) break;  // the link breaks here too
   }
   daemon_end.Reset();  // unblocks a writer stuck on a full socket

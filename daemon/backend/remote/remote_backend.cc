@@ -1,15 +1,15 @@
-#include "daemon/executor/remote_backend.h"
+#include "daemon/backend/remote/remote_backend.h"
 
 #include <unistd.h>
 
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "daemon/executor/remote_queue.h"
+#include "daemon/backend/remote/remote_queue.h"
 #include "shared/refusal.h"
 #include "shared/status_macros.h"
 
-namespace hrx::executor {
+namespace hrx::backend::remote {
 namespace {
 
 namespace wire = hrx::executor::v1;
@@ -215,4 +215,4 @@ std::vector<backend::ExportKind> RemoteBackend::export_kinds() const {
   return kinds;
 }
 
-}  // namespace hrx::executor
+}  // namespace hrx::backend::remote

@@ -5,8 +5,8 @@
 // only ever touched by the executor.
 //
 // Thread-safe.
-#ifndef HRX_DAEMON_EXECUTOR_REMOTE_BACKEND_H_
-#define HRX_DAEMON_EXECUTOR_REMOTE_BACKEND_H_
+#ifndef HRX_DAEMON_BACKEND_REMOTE_REMOTE_BACKEND_H_
+#define HRX_DAEMON_BACKEND_REMOTE_REMOTE_BACKEND_H_
 
 #include <cstdint>
 #include <memory>
@@ -20,9 +20,9 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/backend/backend.h"
 #include "daemon/backend/memfd_memory.h"
-#include "daemon/executor/executor_link.h"
+#include "daemon/backend/remote/executor_link.h"
 
-namespace hrx::executor {
+namespace hrx::backend::remote {
 
 class RemoteMemory final : public backend::Memory {
  public:
@@ -106,6 +106,6 @@ class RemoteBackend final : public backend::Backend {
   backend::DeviceProperties properties_;
 };
 
-}  // namespace hrx::executor
+}  // namespace hrx::backend::remote
 
-#endif  // HRX_DAEMON_EXECUTOR_REMOTE_BACKEND_H_
+#endif  // HRX_DAEMON_BACKEND_REMOTE_REMOTE_BACKEND_H_

@@ -10,8 +10,8 @@
 // Thread-safe. A reader thread takes the executor's frames and answers
 // calls; queue events go to a second thread, which runs completion callbacks
 // (those may call into the link, even wait on a Call).
-#ifndef HRX_DAEMON_EXECUTOR_EXECUTOR_LINK_H_
-#define HRX_DAEMON_EXECUTOR_EXECUTOR_LINK_H_
+#ifndef HRX_DAEMON_BACKEND_REMOTE_EXECUTOR_LINK_H_
+#define HRX_DAEMON_BACKEND_REMOTE_EXECUTOR_LINK_H_
 
 #include <sys/types.h>
 
@@ -32,11 +32,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
-#include "daemon/executor/frame_io.h"
+#include "daemon/backend/remote/frame_io.h"
 #include "hrx/executor/v1/executor.pb.h"
 #include "shared/unique_fd.h"
 
-namespace hrx::executor {
+namespace hrx::backend::remote {
 
 class RemoteQueue;
 
@@ -168,6 +168,6 @@ class ExecutorLink {
   std::thread deliver_thread_;
 };
 
-}  // namespace hrx::executor
+}  // namespace hrx::backend::remote
 
-#endif  // HRX_DAEMON_EXECUTOR_EXECUTOR_LINK_H_
+#endif  // HRX_DAEMON_BACKEND_REMOTE_EXECUTOR_LINK_H_

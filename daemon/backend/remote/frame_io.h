@@ -2,8 +2,8 @@
 // on a Unix stream socket: a little-endian u32 length, then a serialized
 // message; a descriptor a frame carries travels with its first bytes
 // (SCM_RIGHTS) and is taken, in order, by the reader.
-#ifndef HRX_DAEMON_EXECUTOR_FRAME_IO_H_
-#define HRX_DAEMON_EXECUTOR_FRAME_IO_H_
+#ifndef HRX_DAEMON_BACKEND_REMOTE_FRAME_IO_H_
+#define HRX_DAEMON_BACKEND_REMOTE_FRAME_IO_H_
 
 #include <cstdint>
 #include <deque>
@@ -15,7 +15,7 @@
 #include "google/protobuf/message_lite.h"
 #include "shared/unique_fd.h"
 
-namespace hrx::executor {
+namespace hrx::backend::remote {
 
 // A frame larger than this is a broken peer.
 inline constexpr uint32_t kMaxFrameBytes = uint32_t{64} << 20;
@@ -78,6 +78,6 @@ class FrameReader {
   std::deque<shared::UniqueFd> fds_;
 };
 
-}  // namespace hrx::executor
+}  // namespace hrx::backend::remote
 
-#endif  // HRX_DAEMON_EXECUTOR_FRAME_IO_H_
+#endif  // HRX_DAEMON_BACKEND_REMOTE_FRAME_IO_H_

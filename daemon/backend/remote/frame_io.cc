@@ -1,4 +1,4 @@
-#include "daemon/executor/frame_io.h"
+#include "daemon/backend/remote/frame_io.h"
 
 #include <sys/socket.h>
 
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <utility>
 
-namespace hrx::executor {
+namespace hrx::backend::remote {
 
 FrameWriter::FrameWriter(int socket) : socket_(socket) {
   thread_ = std::thread([this] { Run(); });
@@ -156,4 +156,4 @@ shared::UniqueFd FrameReader::TakeFd() {
   return fd;
 }
 
-}  // namespace hrx::executor
+}  // namespace hrx::backend::remote

@@ -1,16 +1,16 @@
-#include "daemon/executor/remote_queue.h"
+#include "daemon/backend/remote/remote_queue.h"
 
 #include <algorithm>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "daemon/executor/remote_backend.h"
+#include "daemon/backend/remote/remote_backend.h"
 #include "shared/overloaded.h"
 #include "shared/refusal.h"
 #include "shared/status_macros.h"
 
-namespace hrx::executor {
+namespace hrx::backend::remote {
 namespace {
 
 namespace wire = hrx::executor::v1;
@@ -263,4 +263,4 @@ absl::Duration RemoteQueue::StalledSince(absl::Time now) const {
   return timeline_.StalledSince(now);
 }
 
-}  // namespace hrx::executor
+}  // namespace hrx::backend::remote

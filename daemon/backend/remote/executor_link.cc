@@ -1,4 +1,4 @@
-#include "daemon/executor/executor_link.h"
+#include "daemon/backend/remote/executor_link.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "daemon/executor/remote_queue.h"
+#include "daemon/backend/remote/remote_queue.h"
 #include "shared/refusal.h"
 
-namespace hrx::executor {
+namespace hrx::backend::remote {
 namespace {
 
 namespace wire = hrx::executor::v1;
@@ -333,4 +333,4 @@ void ExecutorLink::Deliver(wire::Event& event) {
   }
 }
 
-}  // namespace hrx::executor
+}  // namespace hrx::backend::remote

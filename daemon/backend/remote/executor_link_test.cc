@@ -1,19 +1,19 @@
 // ExecutorLink against a fake executor on a socketpair: the test writes the
 // executor's frames itself, so it can be as hostile as tenant code in an
 // executor can be (it holds the link socket and may write anything).
-#include "daemon/executor/executor_link.h"
+#include "daemon/backend/remote/executor_link.h"
 
 #include <sys/socket.h>
 
 #include <thread>
 
 #include "absl/synchronization/notification.h"
-#include "daemon/executor/frame_io.h"
-#include "daemon/executor/remote_queue.h"
+#include "daemon/backend/remote/frame_io.h"
+#include "daemon/backend/remote/remote_queue.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace hrx::executor {
+namespace hrx::backend::remote {
 namespace {
 
 namespace wire = hrx::executor::v1;
@@ -129,4 +129,4 @@ TEST_F(ExecutorLinkTest, AnUnansweredPingMarksTheExecutorUnresponsive) {
 }
 
 }  // namespace
-}  // namespace hrx::executor
+}  // namespace hrx::backend::remote

@@ -6,8 +6,8 @@
 // complete, as an in-process queue does.
 //
 // Thread-safe.
-#ifndef HRX_DAEMON_EXECUTOR_REMOTE_QUEUE_H_
-#define HRX_DAEMON_EXECUTOR_REMOTE_QUEUE_H_
+#ifndef HRX_DAEMON_BACKEND_REMOTE_REMOTE_QUEUE_H_
+#define HRX_DAEMON_BACKEND_REMOTE_REMOTE_QUEUE_H_
 
 #include <cstdint>
 #include <deque>
@@ -22,9 +22,9 @@
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 #include "daemon/backend/fence_timeline.h"
-#include "daemon/executor/executor_link.h"
+#include "daemon/backend/remote/executor_link.h"
 
-namespace hrx::executor {
+namespace hrx::backend::remote {
 
 class RemoteQueue final : public backend::Queue {
  public:
@@ -99,6 +99,6 @@ class RemoteQueue final : public backend::Queue {
   std::deque<std::pair<uint64_t, Held>> held_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace hrx::executor
+}  // namespace hrx::backend::remote
 
-#endif  // HRX_DAEMON_EXECUTOR_REMOTE_QUEUE_H_
+#endif  // HRX_DAEMON_BACKEND_REMOTE_REMOTE_QUEUE_H_
