@@ -183,13 +183,17 @@ class Queue {
   // returns the fence's status.
   virtual absl::Status Wait(Fence fence) = 0;
 
+  // Whether Poll does anything: completions that arrive without help (the
+  // CPU backend's workers, an executor's reports) need no poller.
+  virtual bool NeedsPoll() const { return false; }
   // Retires work the device has finished on the calling thread, without
-  // blocking: fences are published and their callbacks run here. For a
-  // thread that polls anyway (a ring's serving thread while it spins), so a
-  // completion needs no other thread's wake-up. Queues whose completions
-  // arrive without help (the CPU backend's workers, an executor's reports)
-  // do nothing.
-  virtual void Poll() {}
+  // waiting for the device: fences are published and their callbacks run
+  // here, whichever stream of the queue they belong to, so the call may take
+  // as long as those callbacks (and wait for the queue's lock while a
+  // submitter holds it). For a thread that polls anyway (a ring's serving
+  // thread while it spins), so a completion needs no other thread's wake-up.
+  // Returns whether anything was retired.
+  virtual bool Poll() { return false; }
 };
 
 class Backend {

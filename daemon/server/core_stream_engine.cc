@@ -104,14 +104,16 @@ void CoreStreamEngine::LaunchProfiled(uint64_t stream,
       });
 }
 
-void CoreStreamEngine::Progress(uint64_t stream) {
+bool CoreStreamEngine::Progress(uint64_t stream) {
   if (stream != polled_stream_) {
     auto queue = core_.commands().StreamQueue(caller_.session(), stream);
     polled_stream_ = stream;
-    // A stream already gone has nothing left to help along.
-    polled_queue_ = queue.ok() ? *std::move(queue) : nullptr;
+    // A stream already gone has nothing left to help along, and a queue
+    // whose completions arrive by themselves needs no help.
+    polled_queue_ =
+        queue.ok() && (*queue)->NeedsPoll() ? *std::move(queue) : nullptr;
   }
-  if (polled_queue_ != nullptr) polled_queue_->Poll();
+  return polled_queue_ != nullptr && polled_queue_->Poll();
 }
 
 }  // namespace hrx::daemon

@@ -3,7 +3,8 @@
 // handle authority (decode.h's Caller), commands run through the core's
 // command path, and refusals are counted in hrxd_refusals_total.
 //
-// Thread-safe (the core is; the caller is immutable).
+// Thread-safe (the core is; the caller is immutable), but for Progress,
+// which one thread at a time calls (a ring's serving thread).
 #ifndef HRX_DAEMON_SERVER_CORE_STREAM_ENGINE_H_
 #define HRX_DAEMON_SERVER_CORE_STREAM_ENGINE_H_
 
@@ -39,13 +40,14 @@ class CoreStreamEngine final : public StreamEngine {
   absl::StatusOr<bool> Poll(uint64_t stream) override;
   void LaunchProfiled(uint64_t stream, const hrx::v1::Handle& exec,
                       hrx::v1::Profile* profile, StreamDone done) override;
-  void Progress(uint64_t stream) override;
+  bool Progress(uint64_t stream) override;
 
  private:
   Core& core_;
   const Caller caller_;
-  // Progress's: the polled stream's queue, looked up once (Progress is
-  // called by one thread at a time, a spinning transport's).
+  // Progress's: the polled stream's queue, looked up once, and held only
+  // when it needs polling (a lease keeps a retired queue from the pool's
+  // sweep until the ring ends).
   uint64_t polled_stream_ = 0;
   QueueLease polled_queue_;
 };

@@ -147,7 +147,9 @@ void RingServer::Serve() {
       // core (an executor, a queue's thread) more than the poll does. The
       // queue's completions are polled too: a reply the client spins for
       // is then written from here, with no thread woken in between.
-      PollProgress();
+      // Work it retires counts as work: the client's next request, sent
+      // on the reply, is then caught by the spin rather than a wake-up.
+      if (PollProgress()) last_work = absl::Now();
       sched_yield();
       continue;
     }

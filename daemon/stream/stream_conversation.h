@@ -91,9 +91,8 @@ class StreamConversation {
   // Lends the calling thread to the stream's queue (StreamEngine::Progress)
   // once the stream is open: for a transport that spins anyway, from the
   // thread that handles its requests.
-  void PollProgress() {
-    if (stream_ != 0) engine_->Progress(stream_);
-  }
+  // True when it retired work (a reply may have been written).
+  bool PollProgress() { return stream_ != 0 && engine_->Progress(stream_); }
 
   // Returns once no other thread is inside the conversation's lock: after
   // End, the transport may then destroy the conversation.

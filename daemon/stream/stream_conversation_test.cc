@@ -73,7 +73,10 @@ class ScriptedEngine final : public StreamEngine {
     EXPECT_EQ(stream, kStream);
     reads.push_back({read.length, out, std::move(done)});
   }
-  void Progress(uint64_t stream) override { EXPECT_EQ(stream, kStream); }
+  bool Progress(uint64_t stream) override {
+    EXPECT_EQ(stream, kStream);
+    return false;
+  }
   absl::StatusOr<bool> Poll(uint64_t stream) override {
     EXPECT_EQ(stream, kStream);
     return poll_result;

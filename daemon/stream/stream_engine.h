@@ -101,8 +101,10 @@ class StreamEngine {
   // Retires the stream's finished device work on the calling thread, if
   // its queue needs help for that (backend::Queue::Poll): a transport that
   // spins while a reply is owed calls it, so the reply needs no other
-  // thread's wake-up. Called by one thread at a time; never blocks.
-  virtual void Progress(uint64_t stream) = 0;
+  // thread's wake-up. Completion callbacks (of any stream on the same
+  // queue) may run in it; it never waits for the device. Called by one
+  // thread at a time. Returns whether anything was retired.
+  virtual bool Progress(uint64_t stream) = 0;
 };
 
 }  // namespace hrx::daemon

@@ -341,11 +341,13 @@ absl::Status HipQueue::Wait(Fence fence) {
   return timeline_.Wait(fence, /*stop_at_failure=*/true);
 }
 
-void HipQueue::Poll() {
-  if (retire_mu_.TryLock()) {
-    (void)RetireCompleted(nullptr, hipSuccess);
-    retire_mu_.Unlock();
-  }
+bool HipQueue::Poll() {
+  // Any thread may poll: the event queries need this queue's device.
+  if (!BindDevice(device_).ok()) return false;
+  if (!retire_mu_.TryLock()) return false;  // another thread is retiring
+  const bool retired = RetireCompleted(nullptr, hipSuccess);
+  retire_mu_.Unlock();
+  return retired;
 }
 
 absl::Status HipQueue::DescribeFault(hipError_t error,

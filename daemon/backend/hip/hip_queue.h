@@ -104,8 +104,9 @@ class HipQueue final : public Queue {
 
   Fence completed() const override;
   absl::Status Wait(Fence fence) override;
+  bool NeedsPoll() const override { return true; }
   // Retires what completed unless another thread is retiring already.
-  void Poll() override;
+  bool Poll() override;
 
  private:
   // What a command was, for the message of a fault found at its event.
