@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "daemon/backend/prepared_slot.h"
 #include "shared/kernel_signature.h"
 
 namespace hrx::backend {
@@ -91,6 +92,8 @@ struct DispatchArgs {
   std::array<uint32_t, 3> block = {1, 1, 1};  // work-items per workgroup
   std::string constants;                      // packed little-endian scalars
   std::vector<BoundBuffer> bindings;          // declaration order
+  // The running backend's own form of this launch (prepared_slot.h).
+  PreparedSlot prepared;
 };
 using DispatchRef = std::shared_ptr<const DispatchArgs>;
 

@@ -19,15 +19,20 @@ namespace {
 
 namespace wire = hrx::executor::v1;
 using backend::Fence;
+using backend::remote::DecodeCopy;
+using backend::remote::DecodeDispatch;
+using backend::remote::DecodedSpan;
+using backend::remote::DecodeFill;
+using backend::remote::DecodeSpan;
+using backend::remote::DecodeWrite;
+using backend::remote::UnknownObject;
 
 }  // namespace
 
 absl::Status ExecutorService::Enqueue(const wire::Enqueue& enqueue) {
   auto it = queues_.find(enqueue.queue());
   if (it == queues_.end()) {
-    return Refusal(Reason::kStreamProtocol,
-                   absl::StrFormat("executor: no queue %u. Fix: report a bug.",
-                                   enqueue.queue()));
+    return UnknownObject("queue", enqueue.queue());
   }
   QueueState& state = *it->second;
   backend::Queue& queue = *state.queue;
@@ -40,32 +45,28 @@ absl::Status ExecutorService::Enqueue(const wire::Enqueue& enqueue) {
   auto run = [&]() -> absl::StatusOr<Fence> {
     switch (enqueue.op_case()) {
       case wire::Enqueue::kFill: {
-        const wire::Span& dst = enqueue.fill().dst();
-        HRX_ASSIGN_OR_RETURN(backend::MemoryRef memory, Memory(dst.memory()));
-        return queue.EnqueueFill(memory, dst.offset(), dst.length(),
-                                 static_cast<uint8_t>(enqueue.fill().value()));
+        HRX_ASSIGN_OR_RETURN(backend::FillOp fill,
+                             DecodeFill(enqueue.fill(), *this));
+        return queue.EnqueueFill(fill.dst, fill.offset, fill.length,
+                                 fill.value);
       }
       case wire::Enqueue::kCopy: {
-        const wire::Copy& copy = enqueue.copy();
-        HRX_ASSIGN_OR_RETURN(backend::MemoryRef dst,
-                             Memory(copy.dst().memory()));
-        HRX_ASSIGN_OR_RETURN(backend::MemoryRef src,
-                             Memory(copy.src().memory()));
-        return queue.EnqueueCopy(dst, copy.dst().offset(), src,
-                                 copy.src().offset(), copy.dst().length());
+        HRX_ASSIGN_OR_RETURN(backend::CopyOp copy,
+                             DecodeCopy(enqueue.copy(), *this));
+        return queue.EnqueueCopy(copy.dst, copy.dst_offset, copy.src,
+                                 copy.src_offset, copy.length);
       }
       case wire::Enqueue::kWrite: {
         const wire::Write& write = enqueue.write();
-        HRX_ASSIGN_OR_RETURN(backend::MemoryRef dst,
-                             Memory(write.dst().memory()));
+        HRX_ASSIGN_OR_RETURN(DecodedSpan dst, DecodeWrite(write, *this));
         return queue.EnqueueWrite(
-            dst, write.dst().offset(),
+            dst.memory, dst.offset,
             std::make_shared<const std::string>(write.data()));
       }
       case wire::Enqueue::kRead: {
-        const wire::Span& src = enqueue.read().src();
-        HRX_ASSIGN_OR_RETURN(backend::MemoryRef memory, Memory(src.memory()));
-        auto data = std::make_shared<std::string>(src.length(), '\0');
+        HRX_ASSIGN_OR_RETURN(DecodedSpan src,
+                             DecodeSpan(enqueue.read().src(), *this));
+        auto data = std::make_shared<std::string>(src.length, '\0');
         done = [this, queue_id = enqueue.queue(), fence,
                 data](absl::Status status) {
           if (!status.ok()) return;
@@ -76,7 +77,7 @@ absl::Status ExecutorService::Enqueue(const wire::Enqueue& enqueue) {
           read->set_data(std::move(*data));
           writer_.Send(event);
         };
-        return queue.EnqueueRead(memory, src.offset(), src.length(),
+        return queue.EnqueueRead(src.memory, src.offset, src.length,
                                  data->data());
       }
       case wire::Enqueue::kWaitFor: {
@@ -96,14 +97,22 @@ absl::Status ExecutorService::Enqueue(const wire::Enqueue& enqueue) {
       }
       case wire::Enqueue::kDispatch: {
         HRX_ASSIGN_OR_RETURN(backend::DispatchRef dispatch,
-                             Dispatch(enqueue.dispatch()));
+                             DecodeDispatch(enqueue.dispatch(), *this));
         return queue.EnqueueDispatch(std::move(dispatch));
+      }
+      case wire::Enqueue::kLaunchDispatch: {
+        const uint64_t id = enqueue.launch_dispatch().dispatch();
+        auto defined = dispatches_.find(id);
+        if (defined == dispatches_.end()) {
+          return UnknownObject("dispatch", id);
+        }
+        if (!defined->second.ok()) return defined->second.status();
+        return queue.EnqueueDispatch(*defined->second);
       }
       case wire::Enqueue::kGraph: {
         auto graph = graphs_.find(enqueue.graph().graph());
         if (graph == graphs_.end()) {
-          return Refusal(Reason::kStreamProtocol,
-                         "executor: no such graph. Fix: report a bug.");
+          return UnknownObject("graph", enqueue.graph().graph());
         }
         std::shared_ptr<std::vector<uint64_t>> times;
         if (enqueue.graph().profiled()) {

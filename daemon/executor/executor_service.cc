@@ -16,12 +16,7 @@ namespace {
 
 namespace wire = hrx::executor::v1;
 
-absl::Status Unknown(std::string_view what, uint64_t id) {
-  // hrxd names only objects it made here: a miss is a broken daemon.
-  return Refusal(Reason::kStreamProtocol,
-                 absl::StrFormat("executor: no %s %u. Fix: report a bug.",
-                                 std::string(what), id));
-}
+using backend::remote::UnknownObject;
 
 void SetStatus(const absl::Status& status, wire::Reply* reply) {
   reply->set_code(static_cast<int>(status.code()));
@@ -158,6 +153,9 @@ void ExecutorService::Handle(const Request& request) {
         case wire::Forget::KIND_GRAPH:
           graphs_.erase(id);
           break;
+        case wire::Forget::KIND_DISPATCH:
+          dispatches_.erase(id);
+          break;
         default:
           break;
       }
@@ -189,9 +187,18 @@ void ExecutorService::Handle(const Request& request) {
       return Reply(request.id(), absl::OkStatus(), std::move(reply));
     }
     case Request::kDefineGraph: {
-      auto graph = Graph(request.define_graph());
+      auto graph = backend::remote::DecodeGraph(request.define_graph(), *this);
       if (graph.ok()) graphs_[request.define_graph().graph()] = *graph;
       return Reply(request.id(), graph.status());
+    }
+    case Request::kDefineDispatch: {
+      // One-way: a definition that fails (a broken daemon) fails each of
+      // its launches with the reason.
+      const wire::DefineDispatch& define = request.define_dispatch();
+      dispatches_.insert_or_assign(
+          define.dispatch(),
+          backend::remote::DecodeDispatch(define.args(), *this));
+      return;
     }
     case Request::kEnqueue: {
       absl::Status enqueued = Enqueue(request.enqueue());
@@ -201,72 +208,20 @@ void ExecutorService::Handle(const Request& request) {
     case Request::kPing:
       return Reply(request.id(), absl::OkStatus());
     case Request::OP_NOT_SET:
-      return Reply(request.id(), Unknown("operation", 0));
+      return Reply(request.id(), UnknownObject("operation", 0));
   }
 }
 
 absl::StatusOr<backend::MemoryRef> ExecutorService::Memory(uint64_t id) const {
   auto it = memories_.find(id);
-  if (it == memories_.end()) return Unknown("memory", id);
+  if (it == memories_.end()) return UnknownObject("memory", id);
   return it->second;
 }
 
-absl::StatusOr<backend::DispatchRef> ExecutorService::Dispatch(
-    const wire::Dispatch& dispatch) const {
-  auto kernel = kernels_.find(dispatch.kernel());
-  if (kernel == kernels_.end()) return Unknown("kernel", dispatch.kernel());
-  if (dispatch.grid_size() != 3 || dispatch.block_size() != 3) {
-    return Unknown("launch shape", dispatch.grid_size());
-  }
-  auto args = std::make_shared<backend::DispatchArgs>();
-  args->kernel = kernel->second;
-  for (int d = 0; d < 3; ++d) {
-    args->grid[d] = dispatch.grid(d);
-    args->block[d] = dispatch.block(d);
-  }
-  args->constants = dispatch.constants();
-  for (const wire::Span& binding : dispatch.bindings()) {
-    HRX_ASSIGN_OR_RETURN(backend::MemoryRef memory, Memory(binding.memory()));
-    args->bindings.push_back({memory, binding.offset(), binding.length()});
-  }
-  return backend::DispatchRef(std::move(args));
-}
-
-absl::StatusOr<backend::GraphRef> ExecutorService::Graph(
-    const wire::DefineGraph& graph) const {
-  auto plan = std::make_shared<backend::GraphPlan>();
-  for (const wire::GraphNode& node : graph.nodes()) {
-    backend::GraphNode& out = plan->nodes.emplace_back();
-    out.after.assign(node.after().begin(), node.after().end());
-    switch (node.op_case()) {
-      case wire::GraphNode::kFill: {
-        const wire::Fill& fill = node.fill();
-        HRX_ASSIGN_OR_RETURN(backend::MemoryRef dst,
-                             Memory(fill.dst().memory()));
-        out.op = backend::FillOp{dst, fill.dst().offset(), fill.dst().length(),
-                                 static_cast<uint8_t>(fill.value())};
-        break;
-      }
-      case wire::GraphNode::kCopy: {
-        const wire::Copy& copy = node.copy();
-        HRX_ASSIGN_OR_RETURN(backend::MemoryRef dst,
-                             Memory(copy.dst().memory()));
-        HRX_ASSIGN_OR_RETURN(backend::MemoryRef src,
-                             Memory(copy.src().memory()));
-        out.op = backend::CopyOp{dst, copy.dst().offset(), src,
-                                 copy.src().offset(), copy.dst().length()};
-        break;
-      }
-      case wire::GraphNode::kDispatch: {
-        HRX_ASSIGN_OR_RETURN(out.op, Dispatch(node.dispatch()));
-        break;
-      }
-      default:
-        out.op = backend::JoinOp{};
-        break;
-    }
-  }
-  return backend::GraphRef(std::move(plan));
+absl::StatusOr<backend::KernelRef> ExecutorService::Kernel(uint64_t id) const {
+  auto it = kernels_.find(id);
+  if (it == kernels_.end()) return UnknownObject("kernel", id);
+  return it->second;
 }
 
 }  // namespace hrx::executor

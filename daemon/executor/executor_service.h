@@ -24,14 +24,15 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/backend/backend.h"
 #include "daemon/backend/remote/frame_io.h"
+#include "daemon/backend/remote/op_codec.h"
 #include "hrx/executor/v1/executor.pb.h"
 
 namespace hrx::executor {
 
-class ExecutorService {
+class ExecutorService final : private backend::remote::LocalObjects {
  public:
   ExecutorService(backend::Backend& backend, int socket);
-  ~ExecutorService();
+  ~ExecutorService() override;
 
   // Sends Hello, then handles requests until hrxd closes the socket.
   void Serve();
@@ -68,11 +69,9 @@ class ExecutorService {
   void Complete(uint64_t queue, QueueState& state, uint64_t fence,
                 backend::Fence real, absl::Status refused,
                 std::function<void(absl::Status)> done = {});
-  absl::StatusOr<backend::MemoryRef> Memory(uint64_t id) const;
-  absl::StatusOr<backend::DispatchRef> Dispatch(
-      const hrx::executor::v1::Dispatch& dispatch) const;
-  absl::StatusOr<backend::GraphRef> Graph(
-      const hrx::executor::v1::DefineGraph& graph) const;
+  // backend::remote::LocalObjects, for decoding hrxd's ops.
+  absl::StatusOr<backend::MemoryRef> Memory(uint64_t id) const override;
+  absl::StatusOr<backend::KernelRef> Kernel(uint64_t id) const override;
   // Sends Progress for queues whose completion moved since the last report.
   void SendProgress();
   // Whether hrxd has sent more than Serve has read yet (more work coming:
@@ -94,6 +93,10 @@ class ExecutorService {
   absl::flat_hash_map<uint64_t, backend::MemoryRef> memories_;
   absl::flat_hash_map<uint64_t, backend::KernelRef> kernels_;
   absl::flat_hash_map<uint64_t, backend::GraphRef> graphs_;
+  // Defined dispatches; a definition that failed keeps its reason, which
+  // its launches report (DefineDispatch is one-way).
+  absl::flat_hash_map<uint64_t, absl::StatusOr<backend::DispatchRef>>
+      dispatches_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<QueueState>> queues_;
 
   // Requests read off the socket by Serve's reader thread (which answers

@@ -9,6 +9,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "daemon/backend/remote/frame_io.h"
+#include "daemon/backend/remote/remote_backend.h"
 #include "daemon/backend/remote/remote_queue.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -17,7 +18,9 @@ namespace hrx::backend::remote {
 namespace {
 
 namespace wire = hrx::executor::v1;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
 
 class ExecutorLinkTest : public ::testing::Test {
  protected:
@@ -126,6 +129,88 @@ TEST_F(ExecutorLinkTest, AnUnansweredPingMarksTheExecutorUnresponsive) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_FALSE(link_->Unresponsive(start + absl::Seconds(3), absl::Seconds(2)));
+}
+
+// What hrxd sends an executor for a dispatch it launches again and again
+// (as a stream's dispatch cache does): the definition once, then the id.
+TEST_F(ExecutorLinkTest, ALaunchReplayedFromACacheCrossesTheLinkAsItsIdAlone) {
+  // The fake executor answers every call OK and keeps every request.
+  absl::Mutex mu;
+  std::vector<wire::Request> seen;
+  int forgotten = 0;
+  std::thread executor([&] {
+    FrameReader requests(executor_end_.get());
+    std::string bytes;
+    while (requests.Next(&bytes)) {
+      wire::Request request;
+      ASSERT_TRUE(request.ParseFromString(bytes));
+      if (request.id() != 0) {
+        wire::Event reply;
+        reply.mutable_reply()->set_id(request.id());
+        executor_->Send(reply);
+      }
+      absl::MutexLock lock(&mu);
+      if (request.has_forget() &&
+          request.forget().kind() == wire::Forget::KIND_DISPATCH) {
+        ++forgotten;
+      }
+      seen.push_back(std::move(request));
+    }
+  });
+  RemoteBackend backend(link_);
+  auto memory = backend.Allocate(64, MemoryKind::kDevice, false);
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  auto kernel = backend.LoadKernel("code", "scale");
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  auto queue = std::make_unique<RemoteQueue>(link_, 7);
+  auto dispatch = std::make_shared<DispatchArgs>();
+  dispatch->kernel = *kernel;
+  dispatch->constants = "abcd";
+  dispatch->bindings = {{*memory, 0, 64}};
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(queue->EnqueueDispatch(dispatch).ok());
+  // A copy is another launch: defined once of its own.
+  auto copy = std::make_shared<DispatchArgs>(*dispatch);
+  ASSERT_TRUE(queue->EnqueueDispatch(copy).ok());
+  // Once the launches completed and the cache let go, the executor is told
+  // to forget both.
+  wire::Event progress;
+  progress.mutable_progress()->set_queue(7);
+  progress.mutable_progress()->set_completed(4);
+  executor_->Send(progress);
+  ASSERT_TRUE(queue->Wait(4).ok());
+  dispatch.reset();
+  copy.reset();
+  {
+    absl::MutexLock lock(&mu);
+    auto both = [&] { return forgotten == 2; };
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&both), absl::Seconds(10)));
+  }
+  queue.reset();
+  TearDown();
+  executor.join();
+
+  std::vector<uint64_t> defined, launched, forgot;
+  for (const wire::Request& request : seen) {
+    if (request.has_define_dispatch()) {
+      defined.push_back(request.define_dispatch().dispatch());
+      EXPECT_EQ(request.define_dispatch().args().constants(), "abcd");
+      EXPECT_EQ(request.define_dispatch().args().bindings_size(), 1);
+    }
+    if (request.has_enqueue()) {
+      EXPECT_FALSE(request.enqueue().has_dispatch()) << "sent whole";
+      launched.push_back(request.enqueue().launch_dispatch().dispatch());
+    }
+    if (request.has_forget() &&
+        request.forget().kind() == wire::Forget::KIND_DISPATCH) {
+      forgot.push_back(request.forget().object());
+    }
+  }
+  ASSERT_EQ(defined.size(), 2u);
+  EXPECT_NE(defined[0], defined[1]);
+  EXPECT_THAT(launched,
+              ElementsAre(defined[0], defined[0], defined[0], defined[1]));
+  EXPECT_THAT(forgot, UnorderedElementsAre(defined[0], defined[1]));
 }
 
 }  // namespace

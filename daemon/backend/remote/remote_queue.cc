@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "daemon/backend/remote/op_codec.h"
 #include "daemon/backend/remote/remote_backend.h"
-#include "shared/overloaded.h"
 #include "shared/refusal.h"
 #include "shared/status_macros.h"
 
@@ -16,31 +16,63 @@ namespace {
 namespace wire = hrx::executor::v1;
 using backend::Fence;
 
-absl::Status SetSpan(const backend::MemoryRef& memory, uint64_t offset,
-                     uint64_t length, const std::shared_ptr<ExecutorLink>& link,
-                     wire::Span* out) {
-  HRX_ASSIGN_OR_RETURN(uint64_t id, RemoteIdOf(memory, link));
-  out->set_memory(id);
-  out->set_offset(offset);
-  out->set_length(length);
-  return absl::OkStatus();
-}
+// The ids in `link`'s executor of the objects an op names.
+class LinkNames final : public RemoteNames {
+ public:
+  explicit LinkNames(const std::shared_ptr<ExecutorLink>& link) : link_(link) {}
+  absl::StatusOr<uint64_t> MemoryId(const backend::MemoryRef& memory) override {
+    return RemoteIdOf(memory, link_);
+  }
+  absl::StatusOr<uint64_t> KernelId(const backend::KernelRef& kernel) override {
+    return RemoteIdOf(kernel, *link_);
+  }
 
-absl::Status SetDispatch(const backend::DispatchArgs& dispatch,
-                         const std::shared_ptr<ExecutorLink>& link,
-                         wire::Dispatch* out) {
-  HRX_ASSIGN_OR_RETURN(uint64_t kernel, RemoteIdOf(dispatch.kernel, *link));
-  out->set_kernel(kernel);
-  for (int d = 0; d < 3; ++d) {
-    out->add_grid(dispatch.grid[d]);
-    out->add_block(dispatch.block[d]);
+ private:
+  const std::shared_ptr<ExecutorLink>& link_;
+};
+
+// A dispatch defined in an executor: kept in the dispatch's prepared slot,
+// so it lives exactly as long as hrxd holds the dispatch (a stream's cache,
+// a queued launch), and the executor forgets it then.
+class DefinedDispatch {
+ public:
+  DefinedDispatch(std::weak_ptr<ExecutorLink> link, uint64_t id)
+      : link_(std::move(link)), id_(id) {}
+  ~DefinedDispatch() {
+    std::shared_ptr<ExecutorLink> link = link_.lock();
+    if (link == nullptr) return;
+    wire::Request forget;
+    forget.mutable_forget()->set_kind(wire::Forget::KIND_DISPATCH);
+    forget.mutable_forget()->set_object(id_);
+    link->Post(forget);
   }
-  out->set_constants(dispatch.constants);
-  for (const backend::BoundBuffer& binding : dispatch.bindings) {
-    HRX_RETURN_IF_ERROR(SetSpan(binding.memory, binding.offset, binding.length,
-                                link, out->add_bindings()));
-  }
-  return absl::OkStatus();
+  uint64_t id() const { return id_; }
+
+ private:
+  const std::weak_ptr<ExecutorLink> link_;
+  const uint64_t id_;
+};
+
+// The executor's id of `dispatch`, defined there (one message, ahead of the
+// launch on the same socket) on first use; 0 when another backend prepared
+// it first (it is then sent whole).
+absl::StatusOr<uint64_t> DispatchOn(const backend::DispatchArgs& dispatch,
+                                    const std::shared_ptr<ExecutorLink>& link) {
+  auto defined = dispatch.prepared.GetOrMake<DefinedDispatch>(
+      link.get(),
+      [&]() -> absl::StatusOr<std::shared_ptr<const DefinedDispatch>> {
+        wire::Request request;
+        wire::DefineDispatch* define = request.mutable_define_dispatch();
+        LinkNames names(link);
+        HRX_RETURN_IF_ERROR(
+            EncodeDispatch(dispatch, names, define->mutable_args()));
+        define->set_dispatch(link->NewId());
+        link->Post(request);
+        return std::make_shared<const DefinedDispatch>(link,
+                                                       define->dispatch());
+      });
+  if (!defined.ok()) return defined.status();
+  return *defined == nullptr ? 0 : (*defined)->id();
 }
 
 // The executor's id of `plan`, defined there (one message, ahead of the
@@ -50,34 +82,9 @@ absl::StatusOr<uint64_t> GraphOn(const backend::GraphRef& plan,
   if (uint64_t id = link->CachedGraph(plan); id != 0) return id;
   wire::Request request;
   wire::DefineGraph* define = request.mutable_define_graph();
+  LinkNames names(link);
+  HRX_RETURN_IF_ERROR(EncodeGraph(*plan, names, define));
   define->set_graph(link->NewId());
-  for (const backend::GraphNode& node : plan->nodes) {
-    wire::GraphNode* out = define->add_nodes();
-    out->mutable_after()->Add(node.after.begin(), node.after.end());
-    HRX_RETURN_IF_ERROR(std::visit(
-        Overloaded{
-            [&](const backend::FillOp& fill) {
-              out->mutable_fill()->set_value(fill.value);
-              return SetSpan(fill.dst, fill.offset, fill.length, link,
-                             out->mutable_fill()->mutable_dst());
-            },
-            [&](const backend::CopyOp& copy) {
-              HRX_RETURN_IF_ERROR(SetSpan(copy.dst, copy.dst_offset,
-                                          copy.length, link,
-                                          out->mutable_copy()->mutable_dst()));
-              return SetSpan(copy.src, copy.src_offset, copy.length, link,
-                             out->mutable_copy()->mutable_src());
-            },
-            [&](const backend::DispatchRef& dispatch) {
-              return SetDispatch(*dispatch, link, out->mutable_dispatch());
-            },
-            [&](const backend::JoinOp&) {
-              out->mutable_join();
-              return absl::OkStatus();
-            },
-        },
-        node.op));
-  }
   const uint64_t id = define->graph();
   link->Post(request);
   link->CacheGraph(plan, id);
@@ -119,9 +126,10 @@ absl::StatusOr<Fence> RemoteQueue::EnqueueFill(const backend::MemoryRef& dst,
                                                uint64_t offset, uint64_t length,
                                                uint8_t value) {
   wire::Request request;
-  wire::Fill* fill = request.mutable_enqueue()->mutable_fill();
-  HRX_RETURN_IF_ERROR(SetSpan(dst, offset, length, link_, fill->mutable_dst()));
-  fill->set_value(value);
+  LinkNames names(link_);
+  HRX_RETURN_IF_ERROR(EncodeFill(backend::FillOp{dst, offset, length, value},
+                                 names,
+                                 request.mutable_enqueue()->mutable_fill()));
   return Send(request, Held{{dst}}, ReadTarget{});
 }
 
@@ -131,11 +139,10 @@ absl::StatusOr<Fence> RemoteQueue::EnqueueCopy(const backend::MemoryRef& dst,
                                                uint64_t src_offset,
                                                uint64_t length) {
   wire::Request request;
-  wire::Copy* copy = request.mutable_enqueue()->mutable_copy();
+  LinkNames names(link_);
   HRX_RETURN_IF_ERROR(
-      SetSpan(dst, dst_offset, length, link_, copy->mutable_dst()));
-  HRX_RETURN_IF_ERROR(
-      SetSpan(src, src_offset, length, link_, copy->mutable_src()));
+      EncodeCopy(backend::CopyOp{dst, dst_offset, src, src_offset, length},
+                 names, request.mutable_enqueue()->mutable_copy()));
   return Send(request, Held{{dst, src}}, ReadTarget{});
 }
 
@@ -143,10 +150,9 @@ absl::StatusOr<Fence> RemoteQueue::EnqueueWrite(
     const backend::MemoryRef& dst, uint64_t offset,
     std::shared_ptr<const std::string> bytes) {
   wire::Request request;
-  wire::Write* write = request.mutable_enqueue()->mutable_write();
-  HRX_RETURN_IF_ERROR(
-      SetSpan(dst, offset, bytes->size(), link_, write->mutable_dst()));
-  write->set_data(*bytes);
+  LinkNames names(link_);
+  HRX_RETURN_IF_ERROR(EncodeWrite(dst, offset, *bytes, names,
+                                  request.mutable_enqueue()->mutable_write()));
   return Send(request, Held{{dst}}, ReadTarget{});
 }
 
@@ -154,9 +160,10 @@ absl::StatusOr<Fence> RemoteQueue::EnqueueRead(const backend::MemoryRef& src,
                                                uint64_t offset, uint64_t length,
                                                void* host) {
   wire::Request request;
+  LinkNames names(link_);
   HRX_RETURN_IF_ERROR(
-      SetSpan(src, offset, length, link_,
-              request.mutable_enqueue()->mutable_read()->mutable_src()));
+      EncodeSpan(src, offset, length, names,
+                 request.mutable_enqueue()->mutable_read()->mutable_src()));
   return Send(request, Held{{src}}, ReadTarget{host, length});
 }
 
@@ -187,8 +194,14 @@ absl::StatusOr<Fence> RemoteQueue::EnqueueWaitFor(backend::Queue& other,
 absl::StatusOr<Fence> RemoteQueue::EnqueueDispatch(
     backend::DispatchRef dispatch) {
   wire::Request request;
-  HRX_RETURN_IF_ERROR(SetDispatch(
-      *dispatch, link_, request.mutable_enqueue()->mutable_dispatch()));
+  HRX_ASSIGN_OR_RETURN(uint64_t id, DispatchOn(*dispatch, link_));
+  if (id != 0) {
+    request.mutable_enqueue()->mutable_launch_dispatch()->set_dispatch(id);
+  } else {
+    LinkNames names(link_);
+    HRX_RETURN_IF_ERROR(EncodeDispatch(
+        *dispatch, names, request.mutable_enqueue()->mutable_dispatch()));
+  }
   return Send(request, Held{{dispatch}}, ReadTarget{});
 }
 
