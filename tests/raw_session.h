@@ -95,6 +95,18 @@ struct RawSession {
         streams->Synchronize(context.get(), request, &response));
   }
 
+  // Whether everything submitted to `stream` has completed, without waiting.
+  absl::StatusOr<bool> Poll(const hrx::v1::Handle& stream) {
+    auto context = Context();
+    hrx::v1::PollRequest request;
+    *request.mutable_stream() = stream;
+    hrx::v1::PollResponse response;
+    absl::Status status = shared::FromGrpcStatus(
+        streams->Poll(context.get(), request, &response));
+    if (!status.ok()) return status;
+    return response.complete();
+  }
+
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<hrx::v1::Sessions::Stub> sessions;
   std::unique_ptr<hrx::v1::Buffers::Stub> buffers;

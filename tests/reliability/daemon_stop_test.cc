@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "client/internal/connection.h"
 #include "gmock/gmock.h"
@@ -193,23 +194,39 @@ TEST_F(DaemonStopTest, SigtermUnderLoadDrainsEndsEveryClientAndExitsZero) {
         FillRequest(*stream, *buffer, 0, 64 << 20, i).commands(0);
   }
   ASSERT_THAT(raw.Submit(batch), IsOk());
-  absl::Status synchronized = absl::UnknownError("not run");
-  std::atomic<bool> drained{false};
-  std::thread waiter([&] {
-    synchronized = raw.Synchronize(*stream);
-    drained = true;
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The Synchronize must be in progress in hrxd when the signal comes (a
+  // call that reaches a stopping server is refused, rightly). It starts
+  // first on the raw session's connection; a Poll on the same connection is
+  // answered after it: the server reads one connection's calls in order,
+  // so hrxd has taken the Synchronize by then.
+  auto sync_context = raw.Context();
+  hrx::v1::SynchronizeRequest sync_request;
+  *sync_request.mutable_stream() = *stream;
+  hrx::v1::SynchronizeResponse sync_response;
+  grpc::Status sync_status;
+  absl::Notification sync_done;
+  raw.streams->async()->Synchronize(sync_context.get(), &sync_request,
+                                    &sync_response, [&](grpc::Status status) {
+                                      sync_status = std::move(status);
+                                      sync_done.Notify();
+                                    });
+  absl::StatusOr<bool> complete = raw.Poll(*stream);
+  if (!complete.ok()) {
+    sync_context->TryCancel();
+    sync_done.WaitForNotification();  // it refers to this frame
+    FAIL() << "Poll: " << complete.status();
+  }
 
   const absl::Time signalled = absl::Now();
   process.Signal(SIGTERM);
   // Else the stop had nothing to drain and proves nothing.
-  const bool queued_at_signal = !drained;
+  const bool queued_at_signal = !*complete;
   const std::vector<ClientExit> exits = WaitForClients(signalled);
   const std::optional<int> daemon_code =
       WaitUntil(process, signalled + kDaemonLimit);
   const double daemon_seconds = absl::ToDoubleSeconds(absl::Now() - signalled);
-  waiter.join();
+  sync_done.WaitForNotification();
+  const absl::Status synchronized = shared::FromGrpcStatus(sync_status);
 
   // Calls made once the daemon stopped accepting, and unary calls in flight
   // that its server cancelled (gRPC's bare CANCELLED, which libhrx never
