@@ -92,7 +92,10 @@ struct DispatchArgs {
   std::array<uint32_t, 3> block = {1, 1, 1};  // work-items per workgroup
   std::string constants;                      // packed little-endian scalars
   std::vector<BoundBuffer> bindings;          // declaration order
-  // The running backend's own form of this launch (prepared_slot.h).
+  // Kept by a cache for more launches: worth a backend's prepared form,
+  // made once and kept in `prepared` (prepared_slot.h). A one-shot launch
+  // is not worth the extra work of keeping it.
+  bool cached = false;
   PreparedSlot prepared;
 };
 using DispatchRef = std::shared_ptr<const DispatchArgs>;

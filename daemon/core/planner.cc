@@ -244,8 +244,9 @@ absl::Status Planner::Add(size_t i, DispatchCommand& dispatch) {
     ids.push_back(view.memory->id());
     args->bindings.push_back({view.memory, view.offset, view.length});
   }
+  args->cached = use_caches_ && cacheable;
   DispatchRef prepared = std::move(args);
-  if (use_caches_ && cacheable) {
+  if (prepared->cached) {
     const uint64_t bytes =
         prepared->constants.size() +
         prepared->bindings.size() * sizeof(backend::BoundBuffer);

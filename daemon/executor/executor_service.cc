@@ -197,7 +197,8 @@ void ExecutorService::Handle(const Request& request) {
       const wire::DefineDispatch& define = request.define_dispatch();
       dispatches_.insert_or_assign(
           define.dispatch(),
-          backend::remote::DecodeDispatch(define.args(), *this));
+          backend::remote::DecodeDispatch(define.args(), *this,
+                                          /*cached=*/true));
       return;
     }
     case Request::kEnqueue: {

@@ -58,12 +58,14 @@ absl::Status AddNode(hipGraph_t graph, const GraphNode& node,
           },
           [&](const DispatchRef& dispatch) {
             const HipKernel& kernel = KernelOf(*dispatch);
-            PackedParams packed = kernel.Pack(*dispatch);
+            std::shared_ptr<const PackedParams> packed =
+                kernel.PackedFor(*dispatch);
             hipKernelNodeParams params{};
             params.func = reinterpret_cast<void*>(kernel.function());
             params.gridDim = Dim(dispatch->grid);
             params.blockDim = Dim(dispatch->block);
-            params.kernelParams = packed.pointers.data();
+            // Read only: the runtime copies the parameters into the node.
+            params.kernelParams = const_cast<void**>(packed->pointers.data());
             // The runtime copies the parameters into the node.
             return HipStatus(
                 hipGraphAddKernelNode(added, graph, deps.data(), deps.size(),
@@ -103,14 +105,16 @@ absl::StatusOr<hipGraphExec_t> InstantiateGraph(const GraphPlan& plan) {
 
 absl::Status IssueDispatch(const DispatchArgs& dispatch, hipStream_t stream) {
   const HipKernel& kernel = KernelOf(dispatch);
-  PackedParams packed = kernel.Pack(dispatch);
-  return HipStatus(
-      hipModuleLaunchKernel(
-          kernel.function(), dispatch.grid[0], dispatch.grid[1],
-          dispatch.grid[2], dispatch.block[0], dispatch.block[1],
-          dispatch.block[2], 0, stream, packed.pointers.data(), nullptr),
-      absl::StrCat("launch ", kernel.entry()), "hipModuleLaunchKernel",
-      "check the launch shape against the GPU's limits");
+  std::shared_ptr<const PackedParams> packed = kernel.PackedFor(dispatch);
+  // Read only: the runtime copies the parameters at launch.
+  return HipStatus(hipModuleLaunchKernel(
+                       kernel.function(), dispatch.grid[0], dispatch.grid[1],
+                       dispatch.grid[2], dispatch.block[0], dispatch.block[1],
+                       dispatch.block[2], 0, stream,
+                       const_cast<void**>(packed->pointers.data()), nullptr),
+                   absl::StrCat("launch ", kernel.entry()),
+                   "hipModuleLaunchKernel",
+                   "check the launch shape against the GPU's limits");
 }
 
 absl::Status IssueNode(const GraphNode& node, hipStream_t stream) {

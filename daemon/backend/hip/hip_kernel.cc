@@ -235,4 +235,19 @@ PackedParams HipKernel::Pack(const DispatchArgs& dispatch) const {
   return packed;
 }
 
+std::shared_ptr<const PackedParams> HipKernel::PackedFor(
+    const DispatchArgs& dispatch) const {
+  auto pack = [&] {
+    return std::make_shared<const PackedParams>(Pack(dispatch));
+  };
+  if (!dispatch.cached) return pack();
+  auto kept = dispatch.prepared.GetOrMake<PackedParams>(
+      this, [&]() -> absl::StatusOr<std::shared_ptr<const PackedParams>> {
+        return pack();
+      });
+  // Another backend's form is in the slot (never so in one process today).
+  if (!kept.ok() || *kept == nullptr) return pack();
+  return *std::move(kept);
+}
+
 }  // namespace hrx::backend

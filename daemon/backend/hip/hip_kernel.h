@@ -49,6 +49,12 @@ class HipKernel final : public Kernel {
 
   // The parameters of a checked dispatch of this kernel.
   PackedParams Pack(const DispatchArgs& dispatch) const;
+  // The same; for a dispatch a cache keeps (DispatchArgs::cached), packed
+  // on its first launch and kept in its prepared slot, so a replayed launch
+  // packs nothing. Immutable (the runtime copies parameters at launch), so
+  // launches share it.
+  std::shared_ptr<const PackedParams> PackedFor(
+      const DispatchArgs& dispatch) const;
 
  private:
   HipKernel(hipModule_t module, hipFunction_t function, std::string entry,

@@ -164,8 +164,19 @@ void ExecutorLink::Lose(absl::Status why) {
     if (!lost_.ok()) return;
     lost_ = std::move(why);
     lost_at_ = absl::Now();
+    if (delivering_for != this) {
+      // The delivery thread tells the queues: it may be inside a completion
+      // callback waiting for a lock that this thread holds (a session's,
+      // across a call that timed out), so waiting for it here could wait
+      // forever.
+      loss_unannounced_ = true;
+      return;
+    }
   }
-  NotifyLost();
+  // A callback the delivery thread runs lost the link: it holds
+  // deliver_mu_ already.
+  deliver_mu_.AssertHeld();
+  NotifyLostDelivering();
 }
 
 bool ExecutorLink::Stalled(absl::Time now, absl::Duration limit) {
@@ -245,31 +256,31 @@ void ExecutorLink::DeliverLoop() {
   delivering_for = this;
   while (true) {
     wire::Event event;
+    bool announce = false;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return reading_done_ || !events_.empty();
+        return reading_done_ || !events_.empty() || loss_unannounced_;
       };
       mu_.Await(absl::Condition(&ready));
-      if (events_.empty()) break;  // read to the end, all delivered
+      announce = std::exchange(loss_unannounced_, false);
+    }
+    if (announce) {
+      absl::MutexLock delivering(&deliver_mu_);
+      NotifyLostDelivering();
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      if (events_.empty()) {
+        if (reading_done_) break;  // read to the end, all delivered
+        continue;
+      }
       event = std::move(events_.front().first);
       event_bytes_ -= events_.front().second;
       events_.pop_front();
     }
     absl::MutexLock delivering(&deliver_mu_);
     Deliver(event);
-  }
-  absl::MutexLock delivering(&deliver_mu_);
-  NotifyLostDelivering();
-}
-
-void ExecutorLink::NotifyLost() {
-  // The delivery thread holds deliver_mu_ already when a callback it runs
-  // loses the link.
-  if (delivering_for == this) {
-    deliver_mu_.AssertHeld();
-    NotifyLostDelivering();
-    return;
   }
   absl::MutexLock delivering(&deliver_mu_);
   NotifyLostDelivering();

@@ -93,6 +93,9 @@ class ExecutorLink {
   // When lost() stopped being OK (InfiniteFuture while it is).
   absl::Time lost_at() const;
   // Ends the link with `why` (for a hang or an exit seen by the owner).
+  // Calls fail at once; queues hear of it from the delivery thread, which
+  // this never waits for (a completion callback it runs may be waiting for
+  // a lock the caller holds).
   void Lose(absl::Status why);
   // Whether a queue has had work outstanding without progress for longer
   // than `limit`.
@@ -119,8 +122,8 @@ class ExecutorLink {
                absl::Duration call_limit, Cause cause);
   void ReadLoop();
   void DeliverLoop();
-  // Tells every attached queue the link's loss status.
-  void NotifyLost() ABSL_LOCKS_EXCLUDED(mu_);
+  // Tells every attached queue the link's loss status (the delivery
+  // thread's, or a callback's it runs).
   void NotifyLostDelivering() ABSL_EXCLUSIVE_LOCKS_REQUIRED(deliver_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);
   void Deliver(hrx::executor::v1::Event& event);
@@ -157,6 +160,9 @@ class ExecutorLink {
       ABSL_GUARDED_BY(mu_);
   uint64_t event_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // their frames' sizes
   bool reading_done_ ABSL_GUARDED_BY(mu_) = false;
+  // Lose was called off the delivery thread: that thread tells the queues
+  // next (Lose never waits for it).
+  bool loss_unannounced_ ABSL_GUARDED_BY(mu_) = false;
   // The ping outstanding (0: none), when it went, and when one was last
   // answered.
   uint64_t ping_id_ ABSL_GUARDED_BY(mu_) = 0;

@@ -5,7 +5,9 @@
 
 #include <sys/socket.h>
 
+#include <map>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "daemon/backend/remote/frame_io.h"
@@ -18,7 +20,6 @@ namespace hrx::backend::remote {
 namespace {
 
 namespace wire = hrx::executor::v1;
-using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 
@@ -131,8 +132,68 @@ TEST_F(ExecutorLinkTest, AnUnansweredPingMarksTheExecutorUnresponsive) {
   EXPECT_FALSE(link_->Unresponsive(start + absl::Seconds(3), absl::Seconds(2)));
 }
 
-// What hrxd sends an executor for a dispatch it launches again and again
-// (as a stream's dispatch cache does): the definition once, then the id.
+// A call the executor never answers, made under a lock that a completion
+// callback needs, while the executor reports that completion: the call
+// times out and loses the link, the callback then gets its lock, and the
+// queue hears of the loss. (Losing the link used to wait for the delivery
+// thread, which waited for the lock: neither ever moved.)
+TEST_F(ExecutorLinkTest, ACallThatTimesOutUnderALockACallbackNeedsEndsNoOne) {
+  int ends[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends), 0);
+  shared::UniqueFd executor_end(ends[1]);
+  FrameWriter executor(executor_end.get());
+  wire::Event hello;
+  hello.mutable_hello()->set_pid(1);
+  executor.Send(hello);
+  auto opened = ExecutorLink::Open(shared::UniqueFd(ends[0]), "silent",
+                                   absl::Milliseconds(300),
+                                   [] { return absl::OkStatus(); });
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::shared_ptr<ExecutorLink> link = *std::move(opened);
+  auto queue = std::make_unique<RemoteQueue>(link, 7);
+
+  absl::Mutex session_mu;  // as a session's lock
+  absl::Notification callback_waiting, callback_ran;
+  absl::Status callback_status;
+  session_mu.Lock();
+  ASSERT_TRUE(queue
+                  ->EnqueueHostCallback([&](absl::Status status) {
+                    callback_waiting.Notify();
+                    absl::MutexLock lock(&session_mu);
+                    callback_status = status;
+                    callback_ran.Notify();
+                  })
+                  .ok());
+  wire::Event progress;
+  progress.mutable_progress()->set_queue(7);
+  progress.mutable_progress()->set_completed(1);
+  executor.Send(progress);
+  callback_waiting.WaitForNotification();
+  // Never answered (the executor reads nothing): lost after 300 ms.
+  wire::Request allocate;
+  allocate.mutable_allocate()->set_memory(1);
+  allocate.mutable_allocate()->set_bytes(64);
+  const absl::Status call = link->Call(allocate).status();
+  session_mu.Unlock();
+  EXPECT_EQ(call.code(), absl::StatusCode::kUnavailable) << call;
+  EXPECT_THAT(call.message(), HasSubstr("did not answer"));
+  ASSERT_TRUE(callback_ran.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_TRUE(callback_status.ok()) << callback_status;  // it had completed
+  // Work enqueued before the loss was announced ends with the loss.
+  absl::StatusOr<Fence> after = queue->EnqueueHostCallback([](absl::Status) {});
+  if (after.ok()) {
+    EXPECT_EQ(queue->Wait(*after).code(), absl::StatusCode::kUnavailable);
+  } else {
+    EXPECT_EQ(after.status().code(), absl::StatusCode::kUnavailable);
+  }
+  shutdown(executor_end.get(), SHUT_RDWR);
+  queue.reset();
+}
+
+// What hrxd sends an executor for a dispatch a cache keeps, launched again
+// and again from two queues: the definition once, ahead of every launch,
+// then the id alone; the forget after the last launch. A dispatch no cache
+// keeps goes whole, once.
 TEST_F(ExecutorLinkTest, ALaunchReplayedFromACacheCrossesTheLinkAsItsIdAlone) {
   // The fake executor answers every call OK and keeps every request.
   absl::Mutex mu;
@@ -162,55 +223,87 @@ TEST_F(ExecutorLinkTest, ALaunchReplayedFromACacheCrossesTheLinkAsItsIdAlone) {
   ASSERT_TRUE(memory.ok()) << memory.status();
   auto kernel = backend.LoadKernel("code", "scale");
   ASSERT_TRUE(kernel.ok()) << kernel.status();
-  auto queue = std::make_unique<RemoteQueue>(link_, 7);
+  auto first = std::make_unique<RemoteQueue>(link_, 7);
+  auto second = std::make_unique<RemoteQueue>(link_, 8);
   auto dispatch = std::make_shared<DispatchArgs>();
   dispatch->kernel = *kernel;
   dispatch->constants = "abcd";
   dispatch->bindings = {{*memory, 0, 64}};
-  for (int i = 0; i < 3; ++i)
-    ASSERT_TRUE(queue->EnqueueDispatch(dispatch).ok());
-  // A copy is another launch: defined once of its own.
+  dispatch->cached = true;
+  // A copy is another launch: defined once of its own. One no cache keeps
+  // is sent whole.
   auto copy = std::make_shared<DispatchArgs>(*dispatch);
-  ASSERT_TRUE(queue->EnqueueDispatch(copy).ok());
+  copy->cached = true;
+  auto once = std::make_shared<DispatchArgs>(*dispatch);
+  once->cached = false;
+  std::thread other([&] {
+    for (int i = 0; i < 50; ++i) {
+      ASSERT_TRUE(second->EnqueueDispatch(dispatch).ok());
+    }
+  });
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(first->EnqueueDispatch(dispatch).ok());
+  }
+  other.join();
+  ASSERT_TRUE(first->EnqueueDispatch(copy).ok());
+  ASSERT_TRUE(first->EnqueueDispatch(once).ok());
   // Once the launches completed and the cache let go, the executor is told
-  // to forget both.
-  wire::Event progress;
-  progress.mutable_progress()->set_queue(7);
-  progress.mutable_progress()->set_completed(4);
-  executor_->Send(progress);
-  ASSERT_TRUE(queue->Wait(4).ok());
+  // to forget both definitions.
+  for (uint64_t queue : {7, 8}) {
+    wire::Event progress;
+    progress.mutable_progress()->set_queue(queue);
+    progress.mutable_progress()->set_completed(queue == 7 ? 52 : 50);
+    executor_->Send(progress);
+  }
+  ASSERT_TRUE(first->Wait(52).ok());
+  ASSERT_TRUE(second->Wait(50).ok());
   dispatch.reset();
   copy.reset();
+  once.reset();
   {
     absl::MutexLock lock(&mu);
     auto both = [&] { return forgotten == 2; };
     ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&both), absl::Seconds(10)));
   }
-  queue.reset();
+  first.reset();
+  second.reset();
   TearDown();
   executor.join();
 
-  std::vector<uint64_t> defined, launched, forgot;
-  for (const wire::Request& request : seen) {
+  // Each definition's position in what the executor read, and those of the
+  // launches and the forget naming it.
+  std::map<uint64_t, size_t> defined_at, forgotten_at;
+  std::map<uint64_t, std::vector<size_t>> launched_at;
+  int whole = 0;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    const wire::Request& request = seen[i];
     if (request.has_define_dispatch()) {
-      defined.push_back(request.define_dispatch().dispatch());
       EXPECT_EQ(request.define_dispatch().args().constants(), "abcd");
       EXPECT_EQ(request.define_dispatch().args().bindings_size(), 1);
+      defined_at[request.define_dispatch().dispatch()] = i;
     }
-    if (request.has_enqueue()) {
-      EXPECT_FALSE(request.enqueue().has_dispatch()) << "sent whole";
-      launched.push_back(request.enqueue().launch_dispatch().dispatch());
+    if (request.has_enqueue() && request.enqueue().has_dispatch()) ++whole;
+    if (request.has_enqueue() && request.enqueue().has_launch_dispatch()) {
+      launched_at[request.enqueue().launch_dispatch().dispatch()].push_back(i);
     }
     if (request.has_forget() &&
         request.forget().kind() == wire::Forget::KIND_DISPATCH) {
-      forgot.push_back(request.forget().object());
+      forgotten_at[request.forget().object()] = i;
     }
   }
-  ASSERT_EQ(defined.size(), 2u);
-  EXPECT_NE(defined[0], defined[1]);
-  EXPECT_THAT(launched,
-              ElementsAre(defined[0], defined[0], defined[0], defined[1]));
-  EXPECT_THAT(forgot, UnorderedElementsAre(defined[0], defined[1]));
+  EXPECT_EQ(whole, 1);  // `once`
+  ASSERT_EQ(defined_at.size(), 2u);
+  ASSERT_EQ(forgotten_at.size(), 2u);
+  std::vector<size_t> launch_counts;
+  for (const auto& [id, at] : defined_at) {
+    const std::vector<size_t>& launches = launched_at[id];
+    ASSERT_FALSE(launches.empty());
+    launch_counts.push_back(launches.size());
+    EXPECT_LT(at, launches.front()) << "launched before its definition";
+    ASSERT_TRUE(forgotten_at.contains(id));
+    EXPECT_GT(forgotten_at[id], launches.back()) << "forgotten while in use";
+  }
+  EXPECT_THAT(launch_counts, UnorderedElementsAre(100, 1));
 }
 
 }  // namespace

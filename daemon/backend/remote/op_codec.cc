@@ -145,13 +145,14 @@ absl::StatusOr<backend::CopyOp> DecodeCopy(const wire::Copy& copy,
 }
 
 absl::StatusOr<backend::DispatchRef> DecodeDispatch(
-    const wire::Dispatch& dispatch, const LocalObjects& objects) {
+    const wire::Dispatch& dispatch, const LocalObjects& objects, bool cached) {
   if (dispatch.grid_size() != 3 || dispatch.block_size() != 3) {
     return Malformed(absl::StrFormat("a launch of %d x %d dimensions",
                                      dispatch.grid_size(),
                                      dispatch.block_size()));
   }
   auto args = std::make_shared<backend::DispatchArgs>();
+  args->cached = cached;
   HRX_ASSIGN_OR_RETURN(args->kernel, objects.Kernel(dispatch.kernel()));
   for (int d = 0; d < 3; ++d) {
     args->grid[d] = dispatch.grid(d);

@@ -72,8 +72,10 @@ absl::StatusOr<backend::FillOp> DecodeFill(const hrx::executor::v1::Fill& fill,
                                            const LocalObjects& objects);
 absl::StatusOr<backend::CopyOp> DecodeCopy(const hrx::executor::v1::Copy& copy,
                                            const LocalObjects& objects);
+// `cached`: the result is kept for more launches (a DefineDispatch).
 absl::StatusOr<backend::DispatchRef> DecodeDispatch(
-    const hrx::executor::v1::Dispatch& dispatch, const LocalObjects& objects);
+    const hrx::executor::v1::Dispatch& dispatch, const LocalObjects& objects,
+    bool cached = false);
 absl::StatusOr<backend::GraphRef> DecodeGraph(
     const hrx::executor::v1::DefineGraph& graph, const LocalObjects& objects);
 

@@ -214,6 +214,10 @@ TEST(OpCodecTest, SpansAreCheckedAgainstTheirMemoryAtTheEdge) {
   span.set_offset(8);
   span.set_length(std::numeric_limits<uint64_t>::max() - 4);
   ExpectBrokenDaemon(DecodeSpan(span, objects).status(), "past memory 100");
+  // Nothing at the very end is still inside.
+  span.set_offset(4096);
+  span.set_length(0);
+  EXPECT_THAT(DecodeSpan(span, objects).status(), IsOk());
   span.set_offset(4097);
   span.set_length(0);
   ExpectBrokenDaemon(DecodeSpan(span, objects).status(), "past memory 100");

@@ -40,7 +40,8 @@ class DefinedDispatch {
       : link_(std::move(link)), id_(id) {}
   ~DefinedDispatch() {
     std::shared_ptr<ExecutorLink> link = link_.lock();
-    if (link == nullptr) return;
+    // A lost link's executor is gone, and its socket may not be read.
+    if (link == nullptr || !link->lost().ok()) return;
     wire::Request forget;
     forget.mutable_forget()->set_kind(wire::Forget::KIND_DISPATCH);
     forget.mutable_forget()->set_object(id_);
@@ -54,10 +55,12 @@ class DefinedDispatch {
 };
 
 // The executor's id of `dispatch`, defined there (one message, ahead of the
-// launch on the same socket) on first use; 0 when another backend prepared
-// it first (it is then sent whole).
+// launch on the same socket) on first use; 0 for a dispatch no cache keeps
+// (one frame, sent whole, costs less than a definition, a launch and a
+// forget) or one another backend prepared first.
 absl::StatusOr<uint64_t> DispatchOn(const backend::DispatchArgs& dispatch,
                                     const std::shared_ptr<ExecutorLink>& link) {
+  if (!dispatch.cached) return 0;
   auto defined = dispatch.prepared.GetOrMake<DefinedDispatch>(
       link.get(),
       [&]() -> absl::StatusOr<std::shared_ptr<const DefinedDispatch>> {
