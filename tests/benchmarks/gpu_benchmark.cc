@@ -111,6 +111,8 @@ int main() {
     dispatch->block = {kSmallFloats, 1, 1};
     dispatch->constants = AddConstants(kSmallFloats, 1.0f);
     dispatch->bindings.push_back({small, 0, kSmallFloats * 4});
+    // Launched again and again, as hrxd's dispatch cache replays one.
+    dispatch->cached = true;
     // The runtime's floor: the same launches straight on a stream.
     {
       const auto& hip_kernel =
