@@ -181,17 +181,26 @@ void ExecutorLink::Lose(absl::Status why) {
 
 bool ExecutorLink::Stalled(absl::Time now, absl::Duration limit) {
   // Queues are asked without mu_ (a queue takes mu_ under its own lock when
-  // it lets go of memory); deliver_mu_ keeps them attached meanwhile.
-  absl::MutexLock delivering(&deliver_mu_);
+  // it lets go of memory); deliver_mu_ keeps them attached meanwhile. Never
+  // waited for: the delivery thread may be in a callback that waits up to
+  // the call limit (for a session's lock held across a call to this
+  // executor), and the watchdog serves every executor. A link busy
+  // delivering is asked again at the watchdog's next round.
+  if (!deliver_mu_.TryLock()) return false;
   std::vector<RemoteQueue*> queues;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, queue] : queues_) queues.push_back(queue);
   }
+  bool stalled = false;
   for (RemoteQueue* queue : queues) {
-    if (queue->StalledSince(now) > limit) return true;
+    if (queue->StalledSince(now) > limit) {
+      stalled = true;
+      break;
+    }
   }
-  return false;
+  deliver_mu_.Unlock();
+  return stalled;
 }
 
 void ExecutorLink::Ping(absl::Time now, absl::Duration interval) {

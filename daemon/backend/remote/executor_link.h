@@ -98,7 +98,7 @@ class ExecutorLink {
   // a lock the caller holds).
   void Lose(absl::Status why);
   // Whether a queue has had work outstanding without progress for longer
-  // than `limit`.
+  // than `limit`. Never waits: false while the delivery thread is busy.
   bool Stalled(absl::Time now, absl::Duration limit);
   // Sends a ping unless one is outstanding or one was answered less than
   // `interval` ago (the watchdog's; never waits).
