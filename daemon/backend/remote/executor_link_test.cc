@@ -155,7 +155,7 @@ TEST_F(ExecutorLinkTest, ACallThatTimesOutUnderALockACallbackNeedsEndsNoOne) {
   absl::Mutex session_mu;  // as a session's lock
   absl::Notification callback_waiting, callback_ran;
   absl::Status callback_status;
-  session_mu.Lock();
+  absl::ReleasableMutexLock session_lock(&session_mu);
   ASSERT_TRUE(queue
                   ->EnqueueHostCallback([&](absl::Status status) {
                     callback_waiting.Notify();
@@ -174,7 +174,7 @@ TEST_F(ExecutorLinkTest, ACallThatTimesOutUnderALockACallbackNeedsEndsNoOne) {
   allocate.mutable_allocate()->set_memory(1);
   allocate.mutable_allocate()->set_bytes(64);
   const absl::Status call = link->Call(allocate).status();
-  session_mu.Unlock();
+  session_lock.Release();
   EXPECT_EQ(call.code(), absl::StatusCode::kUnavailable) << call;
   EXPECT_THAT(call.message(), HasSubstr("did not answer"));
   ASSERT_TRUE(callback_ran.WaitForNotificationWithTimeout(absl::Seconds(10)));
