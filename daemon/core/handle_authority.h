@@ -20,19 +20,20 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "daemon/core/handle_opener.h"
 #include "shared/handle.h"
 #include "shared/siphash.h"
 
 namespace hrx::daemon {
 
-class HandleAuthority {
+class HandleAuthority final : public HandleOpener {
  public:
   // A fresh run identity and key from getrandom(2).
   static HandleAuthority FromKernelRandom();
   HandleAuthority(uint64_t instance, const shared::SipKey& key)
       : instance_(instance), key_(key) {}
 
-  shared::WireHandle Seal(uint64_t session, uint64_t object) const;
+  shared::WireHandle Seal(uint64_t session, uint64_t object) const override;
   // A session's own handle: session and object are both the session.
   shared::WireHandle SealSession(uint64_t session) const {
     return Seal(session, session);
@@ -42,7 +43,7 @@ class HandleAuthority {
   absl::StatusOr<uint64_t> Open(const shared::WireHandle& handle,
                                 uint64_t caller_session,
                                 shared::HandleKind kind,
-                                std::string_view what) const;
+                                std::string_view what) const override;
   // The session a session handle names (no caller to compare with yet).
   absl::StatusOr<uint64_t> OpenSession(const shared::WireHandle& handle) const;
 

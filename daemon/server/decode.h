@@ -11,6 +11,7 @@
 #include "daemon/backend/backend.h"
 #include "daemon/core/core.h"
 #include "daemon/core/handle_authority.h"
+#include "daemon/core/handle_opener.h"
 #include "daemon/core/types.h"
 #include "daemon/server/peer_registry.h"
 #include "grpcpp/server_context.h"
@@ -25,7 +26,7 @@ namespace hrx::daemon {
 // handles it sends and receives.
 class Caller {
  public:
-  Caller(const HandleAuthority& authority, uint64_t session)
+  Caller(const HandleOpener& authority, uint64_t session)
       : authority_(&authority), session_(session) {}
 
   uint64_t session() const { return session_; }
@@ -77,7 +78,7 @@ class Caller {
   absl::StatusOr<DispatchCommand> DecodeDispatch(
       const hrx::v1::Dispatch& dispatch, const Position& at) const;
 
-  const HandleAuthority* authority_;
+  const HandleOpener* authority_;
   uint64_t session_;
 };
 
