@@ -2,6 +2,9 @@
 
 #include <utility>
 
+#include "absl/strings/str_format.h"
+#include "shared/refusal.h"
+
 namespace hrx::executor {
 
 void InstalledHandles::Install(const shared::WireHandle& handle) {
@@ -11,6 +14,7 @@ void InstalledHandles::Install(const shared::WireHandle& handle) {
 
 void InstalledHandles::Revoke(uint64_t session, uint64_t object) {
   absl::MutexLock lock(&mu_);
+  ++revocations_;
   auto it = sessions_.find(session);
   if (it == sessions_.end()) return;
   it->second.erase(object);
@@ -19,6 +23,7 @@ void InstalledHandles::Revoke(uint64_t session, uint64_t object) {
 
 void InstalledHandles::RevokeSession(uint64_t session) {
   absl::MutexLock lock(&mu_);
+  ++revocations_;
   sessions_.erase(session);
 }
 
@@ -54,11 +59,30 @@ absl::StatusOr<uint64_t> InstalledHandles::Open(
     }
   }
   // Not one installed for this use: hrxd says why, or vouches for it.
+  uint64_t revocations_before;
+  {
+    absl::MutexLock lock(&mu_);
+    revocations_before = revocations_;
+  }
   absl::StatusOr<uint64_t> answer = ask_(handle, caller_session, kind, what);
   if (!answer.ok()) return answer.status();
+  if (*answer != handle.object || handle.session != caller_session) {
+    return Refusal(
+        Reason::kStreamProtocol,
+        absl::StrFormat("%s: hrxd vouched for object %016x of session %016x "
+                        "for a handle naming object %016x of session %016x. "
+                        "Fix: report a bug.",
+                        what, *answer, caller_session, handle.object,
+                        handle.session));
+  }
   absl::MutexLock lock(&mu_);
-  sessions_[caller_session][*answer] = handle;
-  return *answer;
+  // A revocation while hrxd was asked may be of this very handle (its
+  // object freed, its session ended since hrxd answered): the answer
+  // stands for this open, but is not kept.
+  if (revocations_ == revocations_before) {
+    sessions_[caller_session][handle.object] = handle;
+  }
+  return handle.object;
 }
 
 }  // namespace hrx::executor

@@ -8,7 +8,8 @@
 // of another kind) is refused with hrxd's own answer: `ask` puts the
 // question to hrxd, whose authority and tables give exactly the refusal a
 // call to hrxd would get. hrxd may instead vouch for a handle not yet
-// installed (it then names the handle's object), which is installed then.
+// installed (it then names the handle's object), which is installed then,
+// unless a revocation came while hrxd was asked.
 // So an installed handle costs nothing to open, and a miss one round trip.
 //
 // Thread-safe. `ask` is called without the table's lock.
@@ -64,6 +65,9 @@ class InstalledHandles final : public daemon::HandleOpener {
   mutable absl::flat_hash_map<uint64_t,
                               absl::flat_hash_map<uint64_t, shared::WireHandle>>
       sessions_ ABSL_GUARDED_BY(mu_);
+  // Revocations so far: a handle hrxd vouched for is kept only if none came
+  // while it was asked (it could have been revoked meanwhile).
+  uint64_t revocations_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace hrx::executor

@@ -1,5 +1,6 @@
 #include "daemon/executor/installed_handles.h"
 
+#include <functional>
 #include <set>
 #include <string>
 
@@ -38,6 +39,8 @@ class InstalledHandlesTest : public ::testing::Test {
   absl::StatusOr<uint64_t> Ask(const WireHandle& handle, uint64_t caller,
                                HandleKind kind, std::string_view what) {
     ++asked_;
+    if (during_ask_) during_ask_();
+    if (vouch_for_ != 0) return vouch_for_;
     absl::StatusOr<uint64_t> object = hrxd_.Open(handle, caller, kind, what);
     if (!object.ok()) return object.status();
     if (!live_.contains(*object)) {
@@ -64,6 +67,8 @@ class InstalledHandlesTest : public ::testing::Test {
   InstalledHandles table_;
   std::set<uint64_t> live_;
   int asked_ = 0;
+  std::function<void()> during_ask_;  // runs while hrxd is being asked
+  uint64_t vouch_for_ = 0;            // a broken hrxd's answer, if set
 };
 
 TEST_F(InstalledHandlesTest, AnInstalledHandleOpensWithoutAskingHrxd) {
@@ -163,6 +168,39 @@ TEST_F(InstalledHandlesTest, RevokedHandlesAskAgainAndHrxdDecides) {
               IsOk());
   EXPECT_EQ(asked_, 1);
   EXPECT_EQ(table_.size(), 2u);
+}
+
+// hrxd vouched for a handle, and revoked something before the answer was
+// taken: the answer stands for that open but is not kept (the revocation
+// could have been of this very handle).
+TEST_F(InstalledHandlesTest, AHandleRevokedWhileHrxdWasAskedIsNotKept) {
+  const uint64_t buffer = Object(HandleKind::kBuffer, 3);
+  live_.insert(buffer);
+  const WireHandle handle = hrxd_.Seal(kAlice, buffer);
+  during_ask_ = [&] { table_.RevokeSession(kAlice); };
+  ASSERT_THAT(table_.Open(handle, kAlice, HandleKind::kBuffer, "fill dst"),
+              IsOk());
+  EXPECT_EQ(table_.size(), 0u);
+  during_ask_ = nullptr;
+  ASSERT_THAT(table_.Open(handle, kAlice, HandleKind::kBuffer, "fill dst"),
+              IsOk());
+  EXPECT_EQ(asked_, 2);
+  EXPECT_EQ(table_.size(), 1u);  // kept once nothing was revoked meanwhile
+}
+
+// hrxd vouching for another object than the handle names is a broken
+// daemon: refused, and nothing is kept.
+TEST_F(InstalledHandlesTest, AVouchingForAnotherObjectIsRefused) {
+  const uint64_t buffer = Object(HandleKind::kBuffer, 3);
+  live_.insert(buffer);
+  vouch_for_ = Object(HandleKind::kBuffer, 9);
+  const absl::Status refused = table_
+                                   .Open(hrxd_.Seal(kAlice, buffer), kAlice,
+                                         HandleKind::kBuffer, "fill dst")
+                                   .status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInternal) << refused;
+  EXPECT_EQ(ReasonOf(refused), Reason::kStreamProtocol) << refused;
+  EXPECT_EQ(table_.size(), 0u);
 }
 
 }  // namespace

@@ -114,6 +114,7 @@ void ExecutorLink::Attach(uint64_t queue, RemoteQueue* target) {
 
 void ExecutorLink::Detach(uint64_t queue) {
   absl::MutexLock delivering(&deliver_mu_);
+  absl::MutexLock attached(&attached_mu_);
   absl::MutexLock lock(&mu_);
   queues_.erase(queue);
 }
@@ -181,26 +182,23 @@ void ExecutorLink::Lose(absl::Status why) {
 
 bool ExecutorLink::Stalled(absl::Time now, absl::Duration limit) {
   // Queues are asked without mu_ (a queue takes mu_ under its own lock when
-  // it lets go of memory); deliver_mu_ keeps them attached meanwhile. Never
-  // waited for: the delivery thread may be in a callback that waits up to
+  // it lets go of memory); attached_mu_ keeps them attached meanwhile. Not
+  // deliver_mu_: the delivery thread may be in a callback that waits up to
   // the call limit (for a session's lock held across a call to this
-  // executor), and the watchdog serves every executor. A link busy
-  // delivering is asked again at the watchdog's next round.
-  if (!deliver_mu_.TryLock()) return false;
+  // executor), and the watchdog serves every executor.
+  absl::MutexLock attached(&attached_mu_);
   std::vector<RemoteQueue*> queues;
   {
     absl::MutexLock lock(&mu_);
+    // Progress may be waiting for the delivery thread: not a stall of the
+    // executor's. Asked again at the watchdog's next round.
+    if (!events_.empty()) return false;
     for (const auto& [id, queue] : queues_) queues.push_back(queue);
   }
-  bool stalled = false;
   for (RemoteQueue* queue : queues) {
-    if (queue->StalledSince(now) > limit) {
-      stalled = true;
-      break;
-    }
+    if (queue->StalledSince(now) > limit) return true;
   }
-  deliver_mu_.Unlock();
-  return stalled;
+  return false;
 }
 
 void ExecutorLink::Ping(absl::Time now, absl::Duration interval) {

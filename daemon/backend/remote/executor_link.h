@@ -98,7 +98,8 @@ class ExecutorLink {
   // a lock the caller holds).
   void Lose(absl::Status why);
   // Whether a queue has had work outstanding without progress for longer
-  // than `limit`. Never waits: false while the delivery thread is busy.
+  // than `limit` (never while events wait for the delivery thread, which
+  // it does not wait for).
   bool Stalled(absl::Time now, absl::Duration limit);
   // Sends a ping unless one is outstanding or one was answered less than
   // `interval` ago (the watchdog's; never waits).
@@ -169,7 +170,11 @@ class ExecutorLink {
   absl::Time ping_sent_ ABSL_GUARDED_BY(mu_);
   absl::Time pong_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Held while an event is delivered to a queue: Detach waits for it.
+  // Lock order: deliver_mu_, attached_mu_, mu_.
   absl::Mutex deliver_mu_;
+  // Held by Detach, after deliver_mu_, and by Stalled, alone: keeps the
+  // queues Stalled asks attached without waiting for a delivery.
+  absl::Mutex attached_mu_;
   std::thread reader_thread_;
   std::thread deliver_thread_;
 };

@@ -164,6 +164,11 @@ TEST_F(ExecutorLinkTest, ACallThatTimesOutUnderALockACallbackNeedsEndsNoOne) {
                     callback_ran.Notify();
                   })
                   .ok());
+  // Work the executor never completes: it ends with the loss, which the
+  // delivery thread announces once the callback above lets it go.
+  absl::StatusOr<Fence> outstanding =
+      queue->EnqueueHostCallback([](absl::Status) {});
+  ASSERT_TRUE(outstanding.ok()) << outstanding.status();
   wire::Event progress;
   progress.mutable_progress()->set_queue(7);
   progress.mutable_progress()->set_completed(1);
@@ -179,13 +184,14 @@ TEST_F(ExecutorLinkTest, ACallThatTimesOutUnderALockACallbackNeedsEndsNoOne) {
   EXPECT_THAT(call.message(), HasSubstr("did not answer"));
   ASSERT_TRUE(callback_ran.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_TRUE(callback_status.ok()) << callback_status;  // it had completed
-  // Work enqueued before the loss was announced ends with the loss.
-  absl::StatusOr<Fence> after = queue->EnqueueHostCallback([](absl::Status) {});
-  if (after.ok()) {
-    EXPECT_EQ(queue->Wait(*after).code(), absl::StatusCode::kUnavailable);
-  } else {
-    EXPECT_EQ(after.status().code(), absl::StatusCode::kUnavailable);
-  }
+  // The executor is silent but still connected: only the announcement can
+  // end this fence.
+  const absl::Status ended = queue->Wait(*outstanding);
+  EXPECT_EQ(ended.code(), absl::StatusCode::kUnavailable) << ended;
+  EXPECT_THAT(ended.message(), HasSubstr("did not answer"));
+  // Work asked for after the loss is refused at once.
+  EXPECT_EQ(queue->EnqueueHostCallback([](absl::Status) {}).status().code(),
+            absl::StatusCode::kUnavailable);
   shutdown(executor_end.get(), SHUT_RDWR);
   queue.reset();
 }
