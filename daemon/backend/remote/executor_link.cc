@@ -107,6 +107,14 @@ void ExecutorLink::Post(const wire::Request& request, shared::UniqueFd fd) {
   writer_.Send(request, std::move(fd));
 }
 
+void ExecutorLink::Forget(wire::Forget::Kind kind, uint64_t object) {
+  if (!lost().ok()) return;
+  wire::Request request;
+  request.mutable_forget()->set_kind(kind);
+  request.mutable_forget()->set_object(object);
+  Post(request);
+}
+
 void ExecutorLink::Attach(uint64_t queue, RemoteQueue* target) {
   absl::MutexLock lock(&mu_);
   queues_[queue] = target;
@@ -135,12 +143,7 @@ uint64_t ExecutorLink::CachedGraph(const backend::GraphRef& plan) {
     auto found = graphs_.find(plan.get());
     if (found != graphs_.end()) id = found->second.id;
   }
-  for (uint64_t gone : forgotten) {
-    wire::Request forget;
-    forget.mutable_forget()->set_kind(wire::Forget::KIND_GRAPH);
-    forget.mutable_forget()->set_object(gone);
-    Post(forget);
-  }
+  for (uint64_t gone : forgotten) Forget(wire::Forget::KIND_GRAPH, gone);
   return id;
 }
 

@@ -77,6 +77,9 @@ class ExecutorLink {
   // Sends a one-way request.
   void Post(const hrx::executor::v1::Request& request,
             shared::UniqueFd fd = shared::UniqueFd());
+  // Tells the executor hrxd let go of `object` (nothing, once the link is
+  // lost: nothing is left there to forget).
+  void Forget(hrx::executor::v1::Forget::Kind kind, uint64_t object);
   // A fresh name for an object of this executor.
   uint64_t NewId() { return next_id_.fetch_add(1); }
 

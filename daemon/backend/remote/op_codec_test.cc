@@ -30,7 +30,8 @@ class FakeMemory final : public backend::Memory {
   uint64_t id() const override { return 0; }
   uint8_t* host_address() const override { return nullptr; }
   absl::StatusOr<int> ExportFd(backend::ExportKind) const override {
-    return absl::UnimplementedError("fake");
+    return absl::FailedPreconditionError(
+        "a test's memory has no descriptor to export");
   }
 
  private:

@@ -14,14 +14,6 @@ namespace {
 
 namespace wire = hrx::executor::v1;
 
-void Forget(ExecutorLink& link, wire::Forget::Kind kind, uint64_t id) {
-  if (!link.lost().ok()) return;  // nothing left there to forget
-  wire::Request request;
-  request.mutable_forget()->set_kind(kind);
-  request.mutable_forget()->set_object(id);
-  link.Post(request);
-}
-
 }  // namespace
 
 RemoteMemory::RemoteMemory(std::shared_ptr<ExecutorLink> link,
@@ -39,10 +31,10 @@ RemoteMemory::RemoteMemory(std::shared_ptr<ExecutorLink> link,
 
 RemoteMemory::~RemoteMemory() {
   link_->Uncharge(size_);
-  Forget(*link_, wire::Forget::KIND_MEMORY, remote_id_);
+  link_->Forget(wire::Forget::KIND_MEMORY, remote_id_);
   absl::MutexLock lock(&mu_);
   for (auto& [weak, id] : imports_) {
-    if (auto other = weak.lock()) Forget(*other, wire::Forget::KIND_MEMORY, id);
+    if (auto other = weak.lock()) other->Forget(wire::Forget::KIND_MEMORY, id);
   }
 }
 
@@ -112,7 +104,7 @@ RemoteKernel::RemoteKernel(std::shared_ptr<ExecutorLink> link,
       signature_(std::move(signature)) {}
 
 RemoteKernel::~RemoteKernel() {
-  Forget(*link_, wire::Forget::KIND_KERNEL, remote_id_);
+  link_->Forget(wire::Forget::KIND_KERNEL, remote_id_);
 }
 
 absl::StatusOr<uint64_t> RemoteIdOf(const backend::MemoryRef& memory,

@@ -39,13 +39,8 @@ class DefinedDispatch {
   DefinedDispatch(std::weak_ptr<ExecutorLink> link, uint64_t id)
       : link_(std::move(link)), id_(id) {}
   ~DefinedDispatch() {
-    std::shared_ptr<ExecutorLink> link = link_.lock();
-    // A lost link's executor is gone, and its socket may not be read.
-    if (link == nullptr || !link->lost().ok()) return;
-    wire::Request forget;
-    forget.mutable_forget()->set_kind(wire::Forget::KIND_DISPATCH);
-    forget.mutable_forget()->set_object(id_);
-    link->Post(forget);
+    if (auto link = link_.lock())
+      link->Forget(wire::Forget::KIND_DISPATCH, id_);
   }
   uint64_t id() const { return id_; }
 
