@@ -51,6 +51,10 @@ ABSL_FLAG(std::string, tls_client_ca, "",
 ABSL_FLAG(bool, executors, true,
           "run tenants' device work in sandboxed executor processes (off: "
           "inside hrxd, kernels included)");
+ABSL_FLAG(bool, executor_rings, false,
+          "serve the rings of tenants whose work runs in an executor from "
+          "that executor, not from hrxd (in progress: buffers and kernels "
+          "only; docs/architecture.md, \"Executors\")");
 ABSL_FLAG(std::string, executor_user, "nobody",
           "the user executors run as when hrxd runs as root and "
           "--executor_uid_base is 0");
@@ -125,6 +129,7 @@ int main(int argc, char** argv) {
   options.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
   options.metrics_tenants = absl::GetFlag(FLAGS_metrics_tenants);
   options.executors = absl::GetFlag(FLAGS_executors);
+  options.executor_rings = absl::GetFlag(FLAGS_executor_rings);
   options.executor_user = absl::GetFlag(FLAGS_executor_user);
   options.executor_uid_base = absl::GetFlag(FLAGS_executor_uid_base);
   options.executor_uid_lease_file =

@@ -330,7 +330,8 @@ absl::Status Run(const DaemonOptions& options) {
       std::unique_ptr<DaemonServer> server,
       DaemonServer::Start(*core, socket_path, options.socket_mode,
                           BoundSocketsFor(options, socket_path), remote,
-                          activation.fd));
+                          activation.fd,
+                          options.executors && options.executor_rings));
   if (remote) {
     log->info("also listening on {} (TLS, client certificates required)",
               remote->address);

@@ -37,6 +37,9 @@ struct DaemonOptions {
   // Tenants' device work runs in executor processes (daemon/executor); off,
   // it runs inside hrxd (kernels included).
   bool executors = true;
+  // Rings of tenants whose work runs in an executor are served there (the
+  // direct data plane, being built: docs/architecture.md, "Executors").
+  bool executor_rings = false;
   std::string executor_user = "nobody";  // when hrxd runs as root
   // First of the uids executors get one each of (hrxd as root; 0: none).
   uint32_t executor_uid_base = 2147352576;

@@ -157,6 +157,8 @@ constexpr ReasonInfo kReasons[] = {
      Origin::kClient},
     {Reason::kNotHostMappable, "not_host_mappable",
      absl::StatusCode::kFailedPrecondition, Origin::kDaemon},
+    {Reason::kNotServedByExecutor, "not_served_by_executor",
+     absl::StatusCode::kFailedPrecondition, Origin::kDaemon},
     {Reason::kNotIndexList, "not_index_list",
      absl::StatusCode::kInvalidArgument, Origin::kClient},
     {Reason::kObserverReadOnly, "observer_read_only",

@@ -92,6 +92,7 @@ enum class Reason : uint16_t {
   kNoSession,
   kNoSuchDevice,
   kNotHostMappable,
+  kNotServedByExecutor,
   kNotIndexList,
   kObserverReadOnly,
   kPeerNotVisible,

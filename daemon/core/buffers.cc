@@ -91,6 +91,15 @@ absl::StatusOr<BufferInfo> Buffers::Allocate(uint64_t session, uint64_t bytes,
   return BufferInfo{handle, bytes, allocation_id};
 }
 
+absl::StatusOr<Buffers::Described> Buffers::Describe(uint64_t session,
+                                                     uint64_t buffer) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
+  absl::MutexLock lock(&owner->mu);
+  HRX_ASSIGN_OR_RETURN(BufferEntry * entry,
+                       owner->buffers.Find(buffer, "describe buffer"));
+  return Described{entry->memory, entry->origin_stream};
+}
+
 absl::Status Buffers::Free(uint64_t session, uint64_t buffer) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
   backend::MemoryRef memory;
@@ -109,8 +118,10 @@ absl::Status Buffers::Free(uint64_t session, uint64_t buffer) {
   }
   // The handle is gone, so no new grant can name it (Sharing::Grant looks
   // again after inserting); Sharing's lock is never taken under a
-  // session's.
+  // session's. Nor does any copy of the session's tables open it once the
+  // free is answered.
   sharing_.RevokeGrantsOf(session, memory.get());
+  sessions_.mirrors().Revoke(session, buffer);
   // Only memory that never left the session is pooled (an importer or a
   // descriptor may still hold the rest), and only for a tenant without a
   // device budget: a budgeted tenant gets its bytes back once the last

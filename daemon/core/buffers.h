@@ -40,6 +40,14 @@ class Buffers {
   // complete.
   absl::Status Free(uint64_t session, uint64_t buffer);
 
+  // What a copy of the session's tables needs of `buffer` (an executor
+  // serving its rings): its memory and the stream that allocated it.
+  struct Described {
+    backend::MemoryRef memory;
+    uint64_t origin_stream = 0;
+  };
+  absl::StatusOr<Described> Describe(uint64_t session, uint64_t buffer);
+
  private:
   DeviceSet& devices_;
   SessionTable& sessions_;

@@ -12,6 +12,12 @@
 namespace hrx::daemon {
 
 absl::StatusOr<StreamInfo> CommandPath::CreateStream(uint64_t session) {
+  return CreateStreamAt(session, /*handle=*/0, /*stream_id=*/0);
+}
+
+absl::StatusOr<StreamInfo> CommandPath::CreateStreamAt(uint64_t session,
+                                                       uint64_t handle,
+                                                       uint64_t stream_id) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
   HRX_RETURN_IF_ERROR(RequireWriter(*owner, "create stream"));
   HRX_ASSIGN_OR_RETURN(ChargeRef charge,
@@ -20,11 +26,17 @@ absl::StatusOr<StreamInfo> CommandPath::CreateStream(uint64_t session) {
   HRX_ASSIGN_OR_RETURN(QueueAssignment assignment,
                        queues_.Assign(*owner->tenant));
   auto entry = std::make_shared<StreamEntry>(
-      next_stream_id_.fetch_add(1), assignment.index, assignment.queue);
+      stream_id != 0 ? stream_id : next_stream_id_.fetch_add(1),
+      assignment.index, assignment.queue);
   entry->charge = std::move(charge);
+  const uint64_t id = entry->id;
   absl::MutexLock lock(&owner->mu);
-  const uint64_t handle = owner->streams.Insert(std::move(entry));
-  return StreamInfo{handle, assignment.index};
+  if (handle == 0) {
+    handle = owner->streams.Insert(std::move(entry));
+  } else {
+    HRX_RETURN_IF_ERROR(owner->streams.InsertAt(handle, std::move(entry)));
+  }
+  return StreamInfo{handle, assignment.index, id};
 }
 
 void CommandPath::DestroyStream(uint64_t session, uint64_t stream,

@@ -41,6 +41,10 @@ class CommandPath {
       : devices_(devices), sessions_(sessions), queues_(queues) {}
 
   absl::StatusOr<StreamInfo> CreateStream(uint64_t session);
+  // As CreateStream, under a handle and stream id another process issued
+  // (an executor serving a stream of hrxd's, under hrxd's names).
+  absl::StatusOr<StreamInfo> CreateStreamAt(uint64_t session, uint64_t handle,
+                                            uint64_t stream_id);
   // The handle dies at once; `done` runs after the stream's queued work.
   void DestroyStream(uint64_t session, uint64_t stream, DoneCallback done);
 

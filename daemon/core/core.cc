@@ -215,17 +215,18 @@ void Core::CloseSession(uint64_t session, CloseDone done, CloseCause cause) {
   }
   auto removed = sessions_.Remove(session, "close session");
   if (!removed.ok()) return done(removed.status());
+  absl::Status why;  // OK: closed by its client
   if (cause == CloseCause::kEviction) {
     // Its client hears why from whatever it sends next (its ring included),
     // not of a stale handle.
-    sessions_.Bury(
-        session,
-        Refusal(Reason::kSessionClosed,
-                absl::StrFormat("an administrator evicted this session "
-                                "(tenant \"%s\"). Fix: open a new session; "
-                                "ask the administrator why.",
-                                (*removed)->tenant->name())));
+    why = Refusal(Reason::kSessionClosed,
+                  absl::StrFormat("an administrator evicted this session "
+                                  "(tenant \"%s\"). Fix: open a new session; "
+                                  "ask the administrator why.",
+                                  (*removed)->tenant->name()));
+    sessions_.Bury(session, why);
   }
+  sessions_.mirrors().EndSession(session, why);
   std::shared_ptr<Session> closing = *std::move(removed);
   // Its grants and unredeemed tickets go with its handle.
   sharing_.ForgetSession(session);

@@ -77,7 +77,9 @@ class DeviceSet {
 // Every tenant's work on one backend, in hrxd's own process.
 class SingleDevice final : public DeviceSet {
  public:
-  explicit SingleDevice(std::unique_ptr<backend::Backend> backend)
+  // Shared where another owner uses the same backend (an executor's
+  // service and the sessions whose rings it serves).
+  explicit SingleDevice(std::shared_ptr<backend::Backend> backend)
       : backend_(std::move(backend)) {}
 
   absl::StatusOr<std::shared_ptr<backend::Backend>> For(

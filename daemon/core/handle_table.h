@@ -21,6 +21,10 @@
 
 namespace hrx::daemon {
 
+// Slots a mirror (InsertAt) may name: a table's own slots are bounded by
+// the ceilings on what it holds, far below this.
+inline constexpr uint32_t kMaxMirroredSlots = 1u << 20;
+
 template <typename T>
 class HandleTable {
  public:
@@ -40,6 +44,34 @@ class HandleTable {
     entry.value.emplace(std::move(value));
     ++live_;
     return shared::Handle{kind_, slot, entry.generation}.Encode();
+  }
+
+  // Stores `value` under `wire`, a handle another table issued (a mirror of
+  // that table in another process: an executor's copy of hrxd's session).
+  // FAILED_PRECONDITION when `wire` is of another kind, generation 0, older
+  // than its slot's, or its slot holds an object. A mirror never Inserts:
+  // its slots are the issuing table's.
+  absl::Status InsertAt(uint64_t wire, T value) {
+    const shared::Handle handle = shared::Handle::Decode(wire);
+    if (handle.kind != kind_ || handle.generation == 0 ||
+        handle.slot >= kMaxMirroredSlots) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "handle %#x cannot be mirrored here (kind %s, slot %u). Fix: "
+          "report a bug.",
+          wire, shared::HandleKindName(handle.kind), handle.slot));
+    }
+    if (handle.slot >= slots_.size()) slots_.resize(handle.slot + 1);
+    Slot& slot = slots_[handle.slot];
+    if (slot.value || handle.generation < slot.generation) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "handle %#x: slot %u is at generation %u%s. Fix: report a bug.", wire,
+          handle.slot, slot.generation,
+          slot.value ? " and holds an object" : ""));
+    }
+    slot.generation = handle.generation;
+    slot.value.emplace(std::move(value));
+    ++live_;
+    return absl::OkStatus();
   }
 
   // `what` names the use in refusals, e.g. "fill dst".

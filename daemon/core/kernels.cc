@@ -81,17 +81,29 @@ absl::StatusOr<KernelInfo> Kernels::Load(
   return info;
 }
 
-absl::Status Kernels::Unload(uint64_t session, uint64_t kernel) {
+absl::StatusOr<backend::KernelRef> Kernels::Find(uint64_t session,
+                                                 uint64_t kernel) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
   absl::MutexLock lock(&owner->mu);
-  HRX_ASSIGN_OR_RETURN(KernelEntry entry,
-                       owner->kernels.Remove(kernel, "unload kernel"));
-  const backend::KernelRef removed = entry.kernel;
-  owner->streams.ForEach([&](const std::shared_ptr<StreamEntry>& stream) {
-    stream->dispatch_cache.EvictIf([&](const backend::DispatchRef& dispatch) {
-      return dispatch->kernel == removed;
+  HRX_ASSIGN_OR_RETURN(KernelEntry * entry,
+                       owner->kernels.Find(kernel, "describe kernel"));
+  return entry->kernel;
+}
+
+absl::Status Kernels::Unload(uint64_t session, uint64_t kernel) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
+  {
+    absl::MutexLock lock(&owner->mu);
+    HRX_ASSIGN_OR_RETURN(KernelEntry entry,
+                         owner->kernels.Remove(kernel, "unload kernel"));
+    const backend::KernelRef removed = entry.kernel;
+    owner->streams.ForEach([&](const std::shared_ptr<StreamEntry>& stream) {
+      stream->dispatch_cache.EvictIf([&](const backend::DispatchRef& dispatch) {
+        return dispatch->kernel == removed;
+      });
     });
-  });
+  }
+  sessions_.mirrors().Revoke(session, kernel);
   return absl::OkStatus();
 }
 

@@ -36,6 +36,8 @@ class Kernels {
       uint64_t session, std::string_view code, const std::string& entry,
       const backend::KernelSignature* declared = nullptr);
   absl::Status Unload(uint64_t session, uint64_t kernel);
+  // The loaded kernel `kernel` of `session` names.
+  absl::StatusOr<backend::KernelRef> Find(uint64_t session, uint64_t kernel);
 
  private:
   DeviceSet& devices_;

@@ -76,6 +76,12 @@ absl::StatusOr<uint64_t> SessionTable::Open(const std::string& client_name,
   return sessions_.Insert(std::move(session));
 }
 
+absl::Status SessionTable::InsertAt(uint64_t id,
+                                    std::shared_ptr<Session> session) {
+  absl::MutexLock lock(&mu_);
+  return sessions_.InsertAt(id, std::move(session));
+}
+
 absl::Status SessionTable::VerifyCaller(uint64_t session,
                                         const PeerIdentity& caller) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, Find(session));

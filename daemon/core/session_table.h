@@ -30,6 +30,7 @@
 #include "daemon/core/handle_table.h"
 #include "daemon/core/identity.h"
 #include "daemon/core/session.h"
+#include "daemon/core/session_mirrors.h"
 #include "daemon/core/tenants.h"
 
 namespace hrx::daemon {
@@ -50,6 +51,10 @@ class SessionTable {
   // tenant lists.
   absl::StatusOr<uint64_t> Open(const std::string& client_name,
                                 const PeerIdentity& caller);
+  // Stores `session` under `id`, a session handle hrxd issued: a process
+  // serving some of hrxd's sessions (an executor) keeps them under hrxd's
+  // ids. FAILED_PRECONDITION when the id is taken or not a session's.
+  absl::Status InsertAt(uint64_t id, std::shared_ptr<Session> session);
   // OK when `caller` is on the connection (local) or certificate (remote)
   // that opened `session`: PERMISSION_DENIED "session_not_yours" otherwise,
   // so a leaked session handle is useless. Renews the session's lease.
@@ -72,11 +77,15 @@ class SessionTable {
   size_t size() const;
 
   TenantRegistry& tenants() const { return *tenants_; }
+  // Copies of sessions kept elsewhere (an executor serving their rings):
+  // told when an object or a session goes.
+  SessionMirrors& mirrors() { return mirrors_; }
   const Clock& clock() const { return clock_; }
 
  private:
   const std::shared_ptr<TenantRegistry> tenants_;
   const Clock& clock_;
+  SessionMirrors mirrors_;
   mutable absl::Mutex mu_;
   // Mutable: lookups resolve handles, which HandleTable does non-const.
   mutable HandleTable<std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_){

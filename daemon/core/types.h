@@ -152,6 +152,7 @@ struct BufferInfo {
 struct StreamInfo {
   uint64_t handle = 0;
   uint32_t queue = 0;
+  uint64_t id = 0;  // StreamEntry::id
 };
 
 struct CloseSummary {

@@ -28,9 +28,24 @@ void SetStatus(const absl::Status& status, wire::Reply* reply) {
 ExecutorService::ExecutorService(backend::Backend& backend, int socket)
     : backend_(backend), socket_(socket), reader_(socket), writer_(socket) {
   reporter_ = std::thread([this] { ReportProgress(); });
+  sessions_ = std::make_unique<ExecutorSessions>(
+      // Not owned: the backend outlives this service.
+      std::shared_ptr<backend::Backend>(&backend_, [](backend::Backend*) {}),
+      [this](const shared::WireHandle& handle, uint64_t session,
+             shared::HandleKind kind, std::string_view what) {
+        return AskHrxd(handle, session, kind, what);
+      },
+      [this](uint64_t session, uint64_t stream) {
+        wire::Event event;
+        event.mutable_ring_ended()->set_session(session);
+        event.mutable_ring_ended()->set_stream(stream);
+        writer_.Send(event);
+      });
 }
 
 ExecutorService::~ExecutorService() {
+  // Rings first: they stop asking and enqueuing before the rest goes.
+  sessions_.reset();
   // The queues drain first, while their completions can still report.
   for (auto& [id, state] : queues_) (void)state->queue->Wait(state->last_real);
   {
@@ -68,7 +83,9 @@ void ExecutorService::Serve() {
       // The descriptor a request carries is taken here, in frame order
       // (the reader is this thread's alone).
       shared::UniqueFd fd =
-          request.has_import_memory() ? reader_.TakeFd() : shared::UniqueFd();
+          request.has_import_memory() || request.has_serve_ring()
+              ? reader_.TakeFd()
+              : shared::UniqueFd();
       absl::MutexLock lock(&requests_mu_);
       requests_.push_back({std::move(request), std::move(fd)});
     }
@@ -91,7 +108,68 @@ void ExecutorService::Serve() {
     Handle(incoming.request);
   }
   reader.join();
-  // hrxd is gone or broke the protocol: the destructor drains and stops.
+  // hrxd is gone or broke the protocol: nobody answers asks any more, and
+  // the destructor drains and stops.
+  absl::MutexLock lock(&asks_mu_);
+  hrxd_gone_ = true;
+  for (auto& [id, pending] : asks_) {
+    pending->answer = Refusal(Reason::kShuttingDown,
+                              "executor: hrxd closed the link. Fix: "
+                              "reconnect once hrxd runs.");
+    pending->done = true;
+  }
+  asks_.clear();
+}
+
+absl::StatusOr<uint64_t> ExecutorService::AskHrxd(
+    const shared::WireHandle& handle, uint64_t session, shared::HandleKind kind,
+    std::string_view what) {
+  PendingAsk pending;
+  wire::Event event;
+  {
+    absl::MutexLock lock(&asks_mu_);
+    if (hrxd_gone_) {
+      return Refusal(Reason::kShuttingDown,
+                     "executor: hrxd closed the link. Fix: reconnect once "
+                     "hrxd runs.");
+    }
+    const uint64_t id = next_ask_++;
+    asks_[id] = &pending;
+    wire::Ask* ask = event.mutable_ask();
+    ask->set_ask(id);
+    ask->set_session(session);
+    ask->mutable_handle()->set_instance(handle.instance);
+    ask->mutable_handle()->set_session(handle.session);
+    ask->mutable_handle()->set_object(handle.object);
+    ask->mutable_handle()->set_tag(handle.tag);
+    ask->set_kind(static_cast<uint32_t>(kind));
+    ask->set_what(std::string(what));
+  }
+  writer_.Send(event);
+  absl::MutexLock lock(&asks_mu_);
+  asks_mu_.Await(absl::Condition(&pending.done));
+  return pending.answer;
+}
+
+void ExecutorService::Answer(const wire::AskAnswer& answer) {
+  absl::StatusOr<uint64_t> result;
+  if (answer.code() != 0) {
+    result = absl::Status(static_cast<absl::StatusCode>(answer.code()),
+                          answer.message());
+  } else {
+    absl::Status installed = sessions_->Install(answer.install(), *this);
+    if (installed.ok()) {
+      result = answer.install().handle().object();
+    } else {
+      result = installed;
+    }
+  }
+  absl::MutexLock lock(&asks_mu_);
+  auto it = asks_.find(answer.ask());
+  if (it == asks_.end()) return;
+  it->second->answer = std::move(result);
+  it->second->done = true;
+  asks_.erase(it);
 }
 
 void ExecutorService::Reply(uint64_t id, const absl::Status& status,
@@ -206,6 +284,19 @@ void ExecutorService::Handle(const Request& request) {
       if (!enqueued.ok()) Reply(request.id(), enqueued);
       return;
     }
+    case Request::kOpenSession:
+      return Reply(request.id(), sessions_->Open(request.open_session()));
+    case Request::kEndSession:
+      sessions_->End(request.end_session());
+      return;
+    case Request::kRevoke:
+      sessions_->Revoke(request.revoke());
+      return Reply(request.id(), absl::OkStatus());
+    case Request::kServeRing:
+      return Reply(request.id(), sessions_->ServeRing(request.serve_ring(),
+                                                      std::move(incoming_fd_)));
+    case Request::kAskAnswer:
+      return Answer(request.ask_answer());
     case Request::kPing:
       return Reply(request.id(), absl::OkStatus());
     case Request::OP_NOT_SET:

@@ -25,6 +25,7 @@
 #include "daemon/backend/backend.h"
 #include "daemon/backend/remote/frame_io.h"
 #include "daemon/backend/remote/op_codec.h"
+#include "daemon/executor/executor_sessions.h"
 #include "hrx/executor/v1/executor.pb.h"
 
 namespace hrx::executor {
@@ -82,6 +83,13 @@ class ExecutorService final : private backend::remote::LocalObjects {
   void ReportProgress();
   // Ends the process soon after a fault lost the device context.
   static void ExitForLostDevice();
+  // A ring thread's question to hrxd about a handle not installed here;
+  // waits until Serve's thread has applied the answer.
+  absl::StatusOr<uint64_t> AskHrxd(const shared::WireHandle& handle,
+                                   uint64_t session, shared::HandleKind kind,
+                                   std::string_view what);
+  // Serve's thread: applies hrxd's answer and lets its asker go.
+  void Answer(const hrx::executor::v1::AskAnswer& answer);
 
   backend::Backend& backend_;
   const int socket_;
@@ -109,11 +117,24 @@ class ExecutorService final : private backend::remote::LocalObjects {
   std::deque<Incoming> requests_ ABSL_GUARDED_BY(requests_mu_);
   bool requests_done_ ABSL_GUARDED_BY(requests_mu_) = false;
 
+  // Asks waiting for hrxd's answer, by id; failed once hrxd is gone.
+  struct PendingAsk {
+    bool done = false;
+    absl::StatusOr<uint64_t> answer;
+  };
+  absl::Mutex asks_mu_;
+  absl::flat_hash_map<uint64_t, PendingAsk*> asks_ ABSL_GUARDED_BY(asks_mu_);
+  uint64_t next_ask_ ABSL_GUARDED_BY(asks_mu_) = 1;
+  bool hrxd_gone_ ABSL_GUARDED_BY(asks_mu_) = false;
+
   absl::Mutex mu_;
   // Queues whose completion moved since the last report.
   absl::flat_hash_map<uint64_t, QueueState*> dirty_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread reporter_;
+  // The rings hrxd handed over, and the sessions they serve. Last: its
+  // rings end (and stop asking) before anything above goes.
+  std::unique_ptr<ExecutorSessions> sessions_;
 };
 
 }  // namespace hrx::executor

@@ -7,16 +7,16 @@
 namespace hrx::daemon {
 
 absl::Status CoreStreamEngine::SessionStatus() {
-  return core_.sessions().Find(caller_.session()).status();
+  return units_.sessions.Find(caller_.session()).status();
 }
 
 void CoreStreamEngine::CountRefusal(const absl::Status& refusal) {
-  core_.refusals().Count(refusal);
+  units_.refusals.Count(refusal);
 }
 
 absl::StatusOr<uint64_t> CoreStreamEngine::OpenStream(
     hrx::v1::CreateStreamResponse* opened) {
-  auto stream = core_.commands().CreateStream(caller_.session());
+  auto stream = units_.commands.CreateStream(caller_.session());
   if (!stream.ok()) return stream.status();
   caller_.Seal(stream->handle, opened->mutable_stream());
   opened->set_queue(stream->queue);
@@ -24,11 +24,11 @@ absl::StatusOr<uint64_t> CoreStreamEngine::OpenStream(
 }
 
 void CoreStreamEngine::DestroyStream(uint64_t stream, StreamDone done) {
-  core_.commands().DestroyStream(caller_.session(), stream, std::move(done));
+  units_.commands.DestroyStream(caller_.session(), stream, std::move(done));
 }
 
 void CoreStreamEngine::DeferRefusal(uint64_t stream, absl::Status refusal) {
-  core_.commands().DeferRefusal(caller_.session(), stream, std::move(refusal));
+  units_.commands.DeferRefusal(caller_.session(), stream, std::move(refusal));
 }
 
 void CoreStreamEngine::Submit(
@@ -42,12 +42,12 @@ void CoreStreamEngine::Submit(
     done(size_t{0});
     return;
   }
-  core_.commands().Submit(caller_.session(), stream, *std::move(decoded),
-                          SubmitErrors::kDefer, std::move(done));
+  units_.commands.Submit(caller_.session(), stream, *std::move(decoded),
+                         SubmitErrors::kDefer, std::move(done));
 }
 
 void CoreStreamEngine::Synchronize(uint64_t stream, StreamDone done) {
-  core_.commands().Synchronize(caller_.session(), stream, std::move(done));
+  units_.commands.Synchronize(caller_.session(), stream, std::move(done));
 }
 
 absl::StatusOr<StreamRead> CoreStreamEngine::PrepareRead(
@@ -55,7 +55,7 @@ absl::StatusOr<StreamRead> CoreStreamEngine::PrepareRead(
   auto view = caller_.View(src, "read src");
   if (!view.ok()) return view.status();
   auto hold =
-      core_.commands().ReserveReplyBytes(caller_.session(), view->length);
+      units_.commands.ReserveReplyBytes(caller_.session(), view->length);
   if (!hold.ok()) return hold.status();
   StreamRead read;
   read.buffer = view->buffer;
@@ -68,13 +68,13 @@ absl::StatusOr<StreamRead> CoreStreamEngine::PrepareRead(
 
 void CoreStreamEngine::Read(uint64_t stream, const StreamRead& read,
                             std::string* out, StreamDone done) {
-  core_.commands().Read(caller_.session(), stream,
-                        ViewRef{read.buffer, read.offset, read.length}, out,
-                        std::move(done));
+  units_.commands.Read(caller_.session(), stream,
+                       ViewRef{read.buffer, read.offset, read.length}, out,
+                       std::move(done));
 }
 
 absl::StatusOr<bool> CoreStreamEngine::Poll(uint64_t stream) {
-  return core_.commands().Poll(caller_.session(), stream);
+  return units_.commands.Poll(caller_.session(), stream);
 }
 
 void CoreStreamEngine::LaunchProfiled(uint64_t stream,
@@ -87,7 +87,7 @@ void CoreStreamEngine::LaunchProfiled(uint64_t stream,
     done(object.status());
     return;
   }
-  core_.graphs().LaunchProfiled(
+  units_.graphs.LaunchProfiled(
       caller_.session(), stream, *object,
       [profile,
        done = std::move(done)](absl::StatusOr<std::vector<NodeTime>> nodes) {
@@ -106,7 +106,7 @@ void CoreStreamEngine::LaunchProfiled(uint64_t stream,
 
 bool CoreStreamEngine::Progress(uint64_t stream) {
   if (stream != polled_stream_) {
-    auto queue = core_.commands().StreamQueue(caller_.session(), stream);
+    auto queue = units_.commands.StreamQueue(caller_.session(), stream);
     polled_stream_ = stream;
     // A stream already gone has nothing left to help along, and a queue
     // whose completions arrive by themselves needs no help.

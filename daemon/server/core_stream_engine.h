@@ -1,7 +1,9 @@
-// hrxd's stream engine (daemon/stream/stream_engine.h): a conversation's
-// session served by hrxd's core. Handles are opened with the daemon's
-// handle authority (decode.h's Caller), commands run through the core's
-// command path, and refusals are counted in hrxd_refusals_total.
+// A session's stream engine (daemon/stream/stream_engine.h) over the core's
+// units: hrxd's own (handles opened with the daemon's handle authority,
+// refusals counted in hrxd_refusals_total), or an executor's copies of them
+// for the sessions whose rings it serves (handles opened from what hrxd
+// installed there: daemon/executor/executor_sessions.h). Either way the
+// commands run through the same command path, with the same refusals.
 //
 // Thread-safe (the core is; the caller is immutable), but for Progress,
 // which one thread at a time calls (a ring's serving thread).
@@ -18,10 +20,23 @@
 
 namespace hrx::daemon {
 
+// The units an engine works with.
+struct StreamUnits {
+  SessionTable& sessions;
+  CommandPath& commands;
+  Graphs& graphs;
+  RefusalCounter& refusals;
+};
+
 class CoreStreamEngine final : public StreamEngine {
  public:
   CoreStreamEngine(Core& core, const Caller& caller)
-      : core_(core), caller_(caller) {}
+      : CoreStreamEngine(StreamUnits{core.sessions(), core.commands(),
+                                     core.graphs(), core.refusals()},
+                         caller) {}
+  // `caller`'s handle opener outlives the engine.
+  CoreStreamEngine(StreamUnits units, const Caller& caller)
+      : units_(units), caller_(caller) {}
 
   absl::Status SessionStatus() override;
   void CountRefusal(const absl::Status& refusal) override;
@@ -43,7 +58,7 @@ class CoreStreamEngine final : public StreamEngine {
   bool Progress(uint64_t stream) override;
 
  private:
-  Core& core_;
+  const StreamUnits units_;
   const Caller caller_;
   // Progress's: the polled stream's queue, looked up once, and held only
   // when it needs polling (a lease keeps a retired queue from the pool's

@@ -1,5 +1,10 @@
 #include "daemon/server/ring_registry.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -24,6 +29,17 @@ absl::StatusOr<OpenedRing> RingRegistry::Open(const Caller& caller,
   auto session = core_.sessions().Find(caller.session());
   if (!session.ok()) return session.status();
   const std::string tenant = (*session)->tenant->name();
+  if (executor_rings_ != nullptr) {
+    // Every tenant's work runs in an executor: so do its rings. Their
+    // threads are the executor's (bounded by its task limit), so they are
+    // not counted against hrxd's.
+    const uint64_t bytes = shared::RingRegionBytes(shared::kRingSubmitBytes,
+                                                   shared::kRingCompleteBytes);
+    HRX_ASSIGN_OR_RETURN(ChargeRef charge,
+                         core_.commands().ReserveSharedBytes(
+                             caller.session(), bytes, "open ring"));
+    return OpenInExecutor(caller, std::move(charge), bytes);
+  }
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) {
@@ -88,6 +104,57 @@ absl::StatusOr<OpenedRing> RingRegistry::Open(const Caller& caller,
   started->Run(std::make_shared<CoreStreamEngine>(core_, caller),
                stream.handle);
   return OpenedRing{stream.handle, stream.queue, *std::move(ticket), bytes};
+}
+
+absl::StatusOr<OpenedRing> RingRegistry::OpenInExecutor(const Caller& caller,
+                                                        ChargeRef charge,
+                                                        uint64_t bytes) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) {
+      return Refusal(Reason::kShuttingDown,
+                     "open ring: hrxd is stopping. Fix: reconnect once it "
+                     "has restarted.");
+    }
+  }
+  HRX_ASSIGN_OR_RETURN(RingRegion region, CreateRingRegion("open ring"));
+  // The executor maps the region itself; hrxd keeps only the descriptor
+  // it hands to the client.
+  munmap(region.base, region.bytes);
+  HRX_ASSIGN_OR_RETURN(StreamInfo stream,
+                       core_.commands().CreateStream(caller.session()));
+  absl::Cleanup destroy = [&] {
+    core_.commands().DestroyStream(caller.session(), stream.handle,
+                                   [](absl::Status) {});
+  };
+  const std::shared_ptr<backend::remote::ExecutorLink> link =
+      executor_rings_->LinkOf(caller.session(), stream.handle);
+  if (link == nullptr) {
+    return Refusal(Reason::kNotServedByExecutor,
+                   "open ring: the stream's queue is not an executor's. "
+                   "Fix: report a bug (with --executor_rings every tenant's "
+                   "work runs in an executor).");
+  }
+  shared::UniqueFd copy(fcntl(region.fd.get(), F_DUPFD_CLOEXEC, 0));
+  if (!copy.valid()) {
+    return Refusal(Reason::kDescriptorsExhausted,
+                   absl::StrFormat("open ring: hrxd has no descriptor left "
+                                   "to hand the region over (%s). Fix: "
+                                   "raise hrxd's open-file limit.",
+                                   std::strerror(errno)));
+  }
+  hrx::v1::Handle sealed;
+  caller.Seal(stream.handle, &sealed);
+  // Handed over before the client can reach the region: the executor reads
+  // its layout as hrxd wrote it.
+  HRX_RETURN_IF_ERROR(executor_rings_->HandOver(link, caller.session(), sealed,
+                                                stream.id, std::move(copy),
+                                                bytes, std::move(charge)));
+  HRX_ASSIGN_OR_RETURN(
+      std::string ticket,
+      core_.sharing().IssueTicket(caller.session(), std::move(region.fd)));
+  std::move(destroy).Cancel();
+  return OpenedRing{stream.handle, stream.queue, std::move(ticket), bytes};
 }
 
 void RingRegistry::StopAll() {

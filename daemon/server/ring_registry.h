@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/core/core.h"
 #include "daemon/server/decode.h"
+#include "daemon/server/executor_rings.h"
 #include "daemon/stream/ring_server.h"
 
 namespace hrx::daemon {
@@ -37,7 +38,10 @@ struct OpenedRing {
 // Thread-safe.
 class RingRegistry {
  public:
-  explicit RingRegistry(Core& core) : core_(core) {}
+  // With `executor_rings`, a tenant whose work runs in an executor has its
+  // rings served there (executor_rings.h); without, every ring is hrxd's.
+  explicit RingRegistry(Core& core, ExecutorRings* executor_rings = nullptr)
+      : core_(core), executor_rings_(executor_rings) {}
   ~RingRegistry();  // Shutdown(), if not yet
 
   // Creates a stream for `caller`'s session with a ring region charged to
@@ -70,8 +74,12 @@ class RingRegistry {
   };
 
   void Ended(RingServer* ring);  // from its serving thread, as it exits
+  // Open, for a ring `link`'s executor serves.
+  absl::StatusOr<OpenedRing> OpenInExecutor(const Caller& caller,
+                                            ChargeRef charge, uint64_t bytes);
 
   Core& core_;
+  ExecutorRings* const executor_rings_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<RingServer*, Entry> rings_ ABSL_GUARDED_BY(mu_);
   // Open rings by tenant, for kMaxRingsPerTenant (those being opened

@@ -17,8 +17,11 @@ namespace hrx::daemon {
 
 class Services {
  public:
-  explicit Services(Core& core)
-      : rings(core),
+  Services(Core& core, bool serve_rings_in_executors)
+      : executor_rings(serve_rings_in_executors
+                           ? std::make_unique<ExecutorRings>(core)
+                           : nullptr),
+        rings(core, executor_rings.get()),
         sessions(core, peers),
         devices(core, peers),
         buffers(core, peers),
@@ -33,6 +36,7 @@ class Services {
         [&core](uint64_t connection) { core.ConnectionClosed(connection); });
   }
   PeerRegistry peers;  // first: the services below refer to it
+  std::unique_ptr<ExecutorRings> executor_rings;  // null: hrxd serves rings
   RingRegistry rings;
   SessionsService sessions;
   DevicesService devices;
@@ -48,10 +52,11 @@ class Services {
 absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
     Core& core, const std::string& socket_path, unsigned socket_mode,
     const BoundSocketOptions& bound,
-    const std::optional<RemoteListener>& remote, int inherited_fd) {
+    const std::optional<RemoteListener>& remote, int inherited_fd,
+    bool executor_rings) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  auto services = std::make_unique<Services>(core);
+  auto services = std::make_unique<Services>(core, executor_rings);
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
   int remote_port = 0;

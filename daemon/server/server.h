@@ -38,12 +38,14 @@ class DaemonServer {
   // created with `socket_mode`.
   // With `inherited_fd` >= 0 (socket activation), accepts on that listening
   // socket instead of creating `socket_path`.
-  // `bound` says where socket-bound tenants' sockets go.
+  // `bound` says where socket-bound tenants' sockets go. With
+  // `executor_rings`, rings of tenants whose work runs in an executor are
+  // served there (executor_rings.h).
   static absl::StatusOr<std::unique_ptr<DaemonServer>> Start(
       Core& core, const std::string& socket_path, unsigned socket_mode,
       const BoundSocketOptions& bound,
       const std::optional<RemoteListener>& remote = std::nullopt,
-      int inherited_fd = -1);
+      int inherited_fd = -1, bool executor_rings = false);
   ~DaemonServer();
 
   // Stops accepting calls and waits up to `grace` for calls in progress

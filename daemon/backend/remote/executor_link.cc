@@ -307,6 +307,11 @@ void ExecutorLink::NotifyLostDelivering() {
   for (RemoteQueue* queue : queues) queue->OnLost(why);
 }
 
+void ExecutorLink::SetControlHandler(ControlHandler handler) {
+  absl::MutexLock lock(&mu_);
+  control_ = std::move(handler);
+}
+
 void ExecutorLink::Deliver(wire::Event& event) {
   if (event.has_reply()) {
     wire::Reply& reply = *event.mutable_reply();
@@ -323,6 +328,15 @@ void ExecutorLink::Deliver(wire::Event& event) {
     if (it == calls_.end()) return;  // the caller gave up
     it->second->answer = Answer{std::move(reply), std::move(fd)};
     it->second->done = true;
+    return;
+  }
+  if (event.has_ask() || event.has_ring_ended()) {
+    ControlHandler control;
+    {
+      absl::MutexLock lock(&mu_);
+      control = control_;
+    }
+    if (control) control(event);
     return;
   }
   uint64_t queue_id = 0;

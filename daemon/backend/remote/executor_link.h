@@ -80,6 +80,11 @@ class ExecutorLink {
   // Tells the executor hrxd let go of `object` (nothing, once the link is
   // lost: nothing is left there to forget).
   void Forget(hrx::executor::v1::Forget::Kind kind, uint64_t object);
+  // What hrxd does with the executor's control events (Ask, RingEnded):
+  // run on the delivery thread, in order with completions. Null: ignored.
+  using ControlHandler =
+      std::function<void(const hrx::executor::v1::Event& event)>;
+  void SetControlHandler(ControlHandler handler);
   // A fresh name for an object of this executor.
   uint64_t NewId() { return next_id_.fetch_add(1); }
 
@@ -152,6 +157,7 @@ class ExecutorLink {
   };
   absl::flat_hash_map<uint64_t, Pending*> calls_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, RemoteQueue*> queues_ ABSL_GUARDED_BY(mu_);
+  ControlHandler control_ ABSL_GUARDED_BY(mu_);
   struct Defined {
     std::weak_ptr<const backend::GraphPlan> plan;
     uint64_t id = 0;

@@ -29,6 +29,8 @@ namespace hrx::backend::remote {
 class RemoteQueue final : public backend::Queue {
  public:
   RemoteQueue(std::shared_ptr<ExecutorLink> link, uint64_t id);
+  // The link to the executor that runs it.
+  const std::shared_ptr<ExecutorLink>& link() const { return link_; }
   ~RemoteQueue() override;  // waits for its commands (or the link's loss)
 
   absl::StatusOr<backend::Fence> EnqueueFill(const backend::MemoryRef& dst,

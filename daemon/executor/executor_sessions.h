@@ -1,0 +1,108 @@
+// The sessions whose rings this executor serves, as copies of hrxd's: the
+// executor runs the same command path as hrxd (daemon/core's units over its
+// own backend) against tables that hold only what hrxd installed, under
+// hrxd's own names. A ring handed over by hrxd is served here, by a ring
+// thread of the executor's: commands go from the client's region to this
+// process's queues with no hop through hrxd (docs/architecture.md,
+// "Executors").
+//
+// What the tables hold: for each session hrxd opened here, the buffers and
+// kernels hrxd installed (each with the handle hrxd sealed for it, matched
+// on all four fields: daemon/executor/installed_handles.h) and the streams
+// whose rings it handed over. A handle not installed is put to hrxd, whose
+// answer installs it or is the refusal a call to hrxd would get. Tenant
+// code runs in this process and can read the tables: they hold handles its
+// own sessions already hold, and names of objects in this executor, which
+// serves one tenant (or, shared, only tenants that load no code).
+//
+// Threads: Open, End, Install, Revoke and ServeRing run on the executor's
+// request thread, in the order hrxd sent them (so an installation hrxd
+// sent before a revocation is undone by it); ring threads run the command
+// path and ask through `ask`, which blocks until the request thread has
+// applied hrxd's answer.
+//
+// Thread-safe.
+#ifndef HRX_DAEMON_EXECUTOR_EXECUTOR_SESSIONS_H_
+#define HRX_DAEMON_EXECUTOR_EXECUTOR_SESSIONS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/backend/backend.h"
+#include "daemon/backend/remote/op_codec.h"
+#include "daemon/core/command_path.h"
+#include "daemon/core/device_set.h"
+#include "daemon/core/graphs.h"
+#include "daemon/core/queue_pool.h"
+#include "daemon/core/refusal_counter.h"
+#include "daemon/core/session_table.h"
+#include "daemon/core/tenants.h"
+#include "daemon/executor/installed_handles.h"
+#include "daemon/stream/ring_server.h"
+#include "hrx/executor/v1/executor.pb.h"
+#include "shared/unique_fd.h"
+
+namespace hrx::executor {
+
+class ExecutorSessions {
+ public:
+  // Puts a handle this executor does not hold to hrxd and waits for its
+  // answer to be applied: the object (installed by then) or the refusal.
+  using Ask = InstalledHandles::Ask;
+  // A ring ended here (`stream` is hrxd's handle object for its stream).
+  using RingEnded = std::function<void(uint64_t session, uint64_t stream)>;
+
+  ExecutorSessions(std::shared_ptr<backend::Backend> backend, Ask ask,
+                   RingEnded ring_ended);
+  // Ends every ring and waits for their threads.
+  ~ExecutorSessions();
+
+  // Request thread only (see above).
+  absl::Status Open(const hrx::executor::v1::OpenSession& open);
+  void End(const hrx::executor::v1::EndSession& end);
+  absl::Status Install(const hrx::executor::v1::InstalledObject& object,
+                       const backend::remote::LocalObjects& objects);
+  void Revoke(const hrx::executor::v1::Revoke& revoke);
+  absl::Status ServeRing(const hrx::executor::v1::ServeRing& serve,
+                         shared::UniqueFd region);
+
+  // Rings served now.
+  size_t rings() const;
+
+ private:
+  void Ended(daemon::RingServer* ring);  // from the ring's thread
+
+  std::shared_ptr<backend::Backend> backend_;
+  daemon::SingleDevice devices_;
+  daemon::SessionTable sessions_;
+  daemon::QueuePool queues_;
+  daemon::CommandPath commands_;
+  daemon::Graphs graphs_;
+  daemon::RefusalCounter refusals_;
+  InstalledHandles handles_;
+  const RingEnded ring_ended_;
+
+  mutable absl::Mutex mu_;
+  // One per tenant: its ceilings as hrxd set them.
+  absl::flat_hash_map<std::string, std::shared_ptr<daemon::Tenant>> tenants_
+      ABSL_GUARDED_BY(mu_);
+  struct Ring {
+    uint64_t session = 0;
+    uint64_t stream = 0;
+    std::unique_ptr<daemon::RingServer> server;
+  };
+  absl::flat_hash_map<daemon::RingServer*, Ring> rings_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace hrx::executor
+
+#endif  // HRX_DAEMON_EXECUTOR_EXECUTOR_SESSIONS_H_

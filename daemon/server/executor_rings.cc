@@ -1,0 +1,292 @@
+#include "daemon/server/executor_rings.h"
+
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "daemon/backend/remote/remote_backend.h"
+#include "daemon/backend/remote/remote_queue.h"
+#include "shared/handle.h"
+#include "shared/refusal.h"
+#include "shared/status_macros.h"
+
+namespace hrx::daemon {
+namespace {
+
+namespace wire = hrx::executor::v1;
+using backend::remote::ExecutorLink;
+
+void SetSealed(const shared::WireHandle& handle, wire::SealedHandle* out) {
+  out->set_instance(handle.instance);
+  out->set_session(handle.session);
+  out->set_object(handle.object);
+  out->set_tag(handle.tag);
+}
+
+shared::WireHandle FromWire(const wire::SealedHandle& handle) {
+  return shared::WireHandle{handle.instance(), handle.session(),
+                            handle.object(), handle.tag()};
+}
+
+}  // namespace
+
+ExecutorRings::ExecutorRings(Core& core) : core_(core) {
+  core_.sessions().mirrors().Set(this);
+}
+
+ExecutorRings::~ExecutorRings() {
+  core_.sessions().mirrors().Set(nullptr);
+  absl::MutexLock lock(&mu_);
+  for (const auto& weak : links_) {
+    if (auto link = weak.lock()) link->SetControlHandler(nullptr);
+  }
+}
+
+std::shared_ptr<ExecutorLink> ExecutorRings::LinkOf(uint64_t session,
+                                                    uint64_t stream) {
+  auto queue = core_.commands().StreamQueue(session, stream);
+  if (!queue.ok()) return nullptr;
+  auto* remote = dynamic_cast<backend::remote::RemoteQueue*>(queue->get());
+  return remote == nullptr ? nullptr : remote->link();
+}
+
+absl::Status ExecutorRings::OpenThere(const std::shared_ptr<ExecutorLink>& link,
+                                      uint64_t session) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner,
+                       core_.sessions().Find(session));
+  std::shared_ptr<absl::Mutex> order;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = served_.find(session);
+    if (it != served_.end() && it->second.link != link) {
+      // The session's executor was replaced: its sessions end with the
+      // loss, so this one is on its way out.
+      return link->lost().ok() ? it->second.link->lost() : link->lost();
+    }
+    if (it == served_.end()) {
+      it =
+          served_
+              .emplace(session,
+                       Served{link, std::make_shared<absl::Mutex>(), {}, false})
+              .first;
+    }
+    order = it->second.order;
+    bool known = false;
+    for (const auto& weak : links_) known = known || weak.lock() == link;
+    if (!known) {
+      links_.push_back(link);
+      std::weak_ptr<ExecutorLink> weak = link;
+      link->SetControlHandler(
+          [this, weak](const wire::Event& event) { OnControl(weak, event); });
+    }
+  }
+  // One opening per session at a time, under its own lock (never hrxd's
+  // others: an executor that does not answer holds up its session only).
+  absl::MutexLock ordered(order.get());
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = served_.find(session);
+    if (it != served_.end() && it->second.order == order && it->second.opened) {
+      return absl::OkStatus();
+    }
+  }
+  wire::Request request;
+  wire::OpenSession* open = request.mutable_open_session();
+  open->set_session(session);
+  open->set_tenant(owner->tenant->name());
+  *open->mutable_budget() = BudgetFromLimits(owner->tenant->limits());
+  auto answered = link->Call(std::move(request));
+  absl::Status opened =
+      !answered.ok()
+          ? answered.status()
+          : absl::Status(static_cast<absl::StatusCode>(answered->reply.code()),
+                         answered->reply.message());
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = served_.find(session);
+    const bool still_here = it != served_.end() && it->second.order == order;
+    if (!opened.ok()) {
+      if (still_here) served_.erase(it);
+      return opened;
+    }
+    if (still_here) {
+      it->second.opened = true;
+      return absl::OkStatus();
+    }
+  }
+  // It ended while it was being opened there: end it there too.
+  wire::Request end;
+  end.mutable_end_session()->set_session(session);
+  link->Post(end);
+  absl::Status gone = core_.sessions().Find(session).status();
+  return gone.ok() ? Refusal(Reason::kSessionClosed,
+                             "open ring: the session ended while its ring "
+                             "was handed over. Fix: open a new session.")
+                   : gone;
+}
+
+absl::Status ExecutorRings::HandOver(const std::shared_ptr<ExecutorLink>& link,
+                                     uint64_t session,
+                                     const hrx::v1::Handle& sealed,
+                                     uint64_t stream_id,
+                                     shared::UniqueFd region,
+                                     uint64_t region_bytes, ChargeRef hold) {
+  HRX_RETURN_IF_ERROR(OpenThere(link, session));
+  wire::Request request;
+  wire::ServeRing* serve = request.mutable_serve_ring();
+  serve->set_session(session);
+  SetSealed(shared::WireHandle{sealed.instance(), sealed.session(),
+                               sealed.object(), sealed.tag()},
+            serve->mutable_stream());
+  serve->set_stream_id(stream_id);
+  serve->set_region_bytes(region_bytes);
+  auto answered = link->Call(std::move(request), std::move(region));
+  if (!answered.ok()) return answered.status();
+  if (answered->reply.code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(answered->reply.code()),
+                        answered->reply.message());
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = served_.find(session);
+  // Ended meanwhile: the hold goes now.
+  if (it != served_.end()) it->second.holds.push_back(std::move(hold));
+  return absl::OkStatus();
+}
+
+void ExecutorRings::Revoke(uint64_t session, uint64_t object) {
+  std::shared_ptr<ExecutorLink> link;
+  std::shared_ptr<absl::Mutex> order;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = served_.find(session);
+    if (it == served_.end()) return;
+    link = it->second.link;
+    order = it->second.order;
+  }
+  wire::Request request;
+  request.mutable_revoke()->set_session(session);
+  request.mutable_revoke()->set_object(object);
+  absl::MutexLock ordered(order.get());
+  // Answered once the executor holds it no more; a lost executor holds
+  // nothing (its sessions end with it).
+  (void)link->Call(std::move(request));
+}
+
+void ExecutorRings::EndSession(uint64_t session, const absl::Status& why) {
+  Served ended;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = served_.find(session);
+    if (it == served_.end()) return;
+    ended = std::move(it->second);
+    served_.erase(it);
+  }
+  wire::Request request;
+  wire::EndSession* end = request.mutable_end_session();
+  end->set_session(session);
+  end->set_code(static_cast<int>(why.code()));
+  end->set_message(std::string(why.message()));
+  if (ended.link->lost().ok()) ended.link->Post(request);
+}
+
+size_t ExecutorRings::sessions() const {
+  absl::MutexLock lock(&mu_);
+  return served_.size();
+}
+
+void ExecutorRings::OnControl(const std::weak_ptr<ExecutorLink>& weak,
+                              const wire::Event& event) {
+  std::shared_ptr<ExecutorLink> link = weak.lock();
+  if (link == nullptr) return;
+  if (event.has_ask()) return Answer(link, event.ask());
+  if (event.has_ring_ended()) {
+    const wire::RingEnded& ended = event.ring_ended();
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = served_.find(ended.session());
+      // Only a session this executor serves: another's streams are not
+      // its to end.
+      if (it == served_.end() || it->second.link != link) return;
+    }
+    // hrxd's side of the stream (its handle, its stream charge) goes; the
+    // region's charge stays with the session (an executor's word cannot
+    // release it).
+    core_.commands().DestroyStream(ended.session(), ended.stream(),
+                                   [](absl::Status) {});
+  }
+}
+
+absl::StatusOr<wire::InstalledObject> ExecutorRings::Describe(
+    const std::shared_ptr<ExecutorLink>& link, const wire::Ask& ask) {
+  const auto kind = static_cast<shared::HandleKind>(ask.kind());
+  HRX_ASSIGN_OR_RETURN(uint64_t object,
+                       core_.handles().Open(FromWire(ask.handle()),
+                                            ask.session(), kind, ask.what()));
+  wire::InstalledObject install;
+  *install.mutable_handle() = ask.handle();
+  switch (kind) {
+    case shared::HandleKind::kBuffer: {
+      HRX_ASSIGN_OR_RETURN(Buffers::Described buffer,
+                           core_.buffers().Describe(ask.session(), object));
+      HRX_ASSIGN_OR_RETURN(uint64_t memory,
+                           backend::remote::RemoteIdOf(buffer.memory, link));
+      install.mutable_buffer()->set_memory(memory);
+      install.mutable_buffer()->set_origin_stream(buffer.origin_stream);
+      return install;
+    }
+    case shared::HandleKind::kKernel: {
+      HRX_ASSIGN_OR_RETURN(backend::KernelRef kernel,
+                           core_.kernels().Find(ask.session(), object));
+      HRX_ASSIGN_OR_RETURN(uint64_t id,
+                           backend::remote::RemoteIdOf(kernel, *link));
+      install.mutable_kernel()->set_kernel(id);
+      return install;
+    }
+    default:
+      return Refusal(
+          Reason::kNotServedByExecutor,
+          absl::StrFormat(
+              "%s: a %s is not yet served by a ring in an executor (buffers "
+              "and kernels are). Fix: run hrxd without --executor_rings, or "
+              "use this stream over Streams.Open (HRX_TRANSPORT=grpc).",
+              ask.what(), shared::HandleKindName(kind)));
+  }
+}
+
+void ExecutorRings::Answer(const std::shared_ptr<ExecutorLink>& link,
+                           const wire::Ask& ask) {
+  std::shared_ptr<absl::Mutex> order;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = served_.find(ask.session());
+    if (it != served_.end() && it->second.link == link) {
+      order = it->second.order;
+    }
+  }
+  wire::Request request;
+  wire::AskAnswer* answer = request.mutable_ask_answer();
+  answer->set_ask(ask.ask());
+  if (order == nullptr) {
+    // Not a session hrxd handed to this executor: it learns nothing.
+    const absl::Status refused = Refusal(
+        Reason::kForeignHandle,
+        "executor ask: the session is not served by this executor. Fix: "
+        "none (an executor asks only about its own sessions).");
+    answer->set_code(static_cast<int>(refused.code()));
+    answer->set_message(std::string(refused.message()));
+    link->Post(request);
+    return;
+  }
+  // Described and sent under the session's order, so a revocation decided
+  // after this description reaches the executor after this answer.
+  absl::MutexLock ordered(order.get());
+  auto described = Describe(link, ask);
+  if (described.ok()) {
+    *answer->mutable_install() = *std::move(described);
+  } else {
+    answer->set_code(static_cast<int>(described.status().code()));
+    answer->set_message(std::string(described.status().message()));
+  }
+  link->Post(request);
+}
+
+}  // namespace hrx::daemon

@@ -1,0 +1,102 @@
+// Rings served by executors (--executor_rings): for a tenant whose work runs
+// in an executor, hrxd makes the ring's region, charges it and seals its
+// stream as for any ring, then hands the region to the executor, whose ring
+// thread serves it against copies of the session's tables
+// (daemon/executor/executor_sessions.h). hrxd is then off the stream's
+// per-command path; it stays the authority on what the session may name:
+//
+// - it opens the session in the executor before the session's first ring;
+// - it answers the executor's Asks about handles not installed there, for
+//   sessions it handed to that executor only, with the object to install
+//   (a buffer's memory as that executor names it, a kernel) or with the
+//   refusal a call to hrxd would get;
+// - it revokes an object there before it answers the free or unload
+//   (SessionMirror), and ends the session there when it ends here.
+//
+// An answer and a revocation of the same session are sent under one lock,
+// in the order hrxd decided them, and the executor applies them in that
+// order: an object freed after hrxd described it is revoked after it was
+// installed, never before.
+//
+// Thread-safe. Asks are answered on the link's delivery thread.
+#ifndef HRX_DAEMON_SERVER_EXECUTOR_RINGS_H_
+#define HRX_DAEMON_SERVER_EXECUTOR_RINGS_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/backend/remote/executor_link.h"
+#include "daemon/core/core.h"
+#include "daemon/core/session_mirrors.h"
+#include "hrx/executor/v1/executor.pb.h"
+#include "hrx/v1/common.pb.h"
+#include "shared/unique_fd.h"
+
+namespace hrx::daemon {
+
+class ExecutorRings final : public SessionMirror {
+ public:
+  // Sets itself as `core`'s session mirror.
+  explicit ExecutorRings(Core& core);
+  // Stops answering: no mirror, no link handlers.
+  ~ExecutorRings() override;
+
+  // The link to the executor that runs `stream` of `session` (hrxd's side
+  // of it: its queue is that executor's); null where it runs in hrxd.
+  std::shared_ptr<backend::remote::ExecutorLink> LinkOf(uint64_t session,
+                                                        uint64_t stream);
+
+  // Hands the ring of `stream` (sealed for the client as `sealed`, hrxd's
+  // StreamEntry id `stream_id`) of `session` to `link`'s executor, which
+  // serves `region` from now on. `hold` (the region's charge) is kept until
+  // the session ends. Opens the session there first.
+  absl::Status HandOver(
+      const std::shared_ptr<backend::remote::ExecutorLink>& link,
+      uint64_t session, const hrx::v1::Handle& sealed, uint64_t stream_id,
+      shared::UniqueFd region, uint64_t region_bytes, ChargeRef hold);
+
+  // SessionMirror.
+  void Revoke(uint64_t session, uint64_t object) override;
+  void EndSession(uint64_t session, const absl::Status& why) override;
+
+  // Sessions with a ring in an executor.
+  size_t sessions() const;
+
+ private:
+  // A session handed to an executor.
+  struct Served {
+    std::shared_ptr<backend::remote::ExecutorLink> link;
+    // Orders this session's answers and revocations on the link.
+    std::shared_ptr<absl::Mutex> order;
+    std::vector<ChargeRef> holds;  // its rings' regions
+    bool opened = false;           // the executor has it
+  };
+
+  absl::Status OpenThere(
+      const std::shared_ptr<backend::remote::ExecutorLink>& link,
+      uint64_t session);
+  void OnControl(const std::weak_ptr<backend::remote::ExecutorLink>& link,
+                 const hrx::executor::v1::Event& event);
+  void Answer(const std::shared_ptr<backend::remote::ExecutorLink>& link,
+              const hrx::executor::v1::Ask& ask);
+  // What to install for the answer to `ask`, or why not.
+  absl::StatusOr<hrx::executor::v1::InstalledObject> Describe(
+      const std::shared_ptr<backend::remote::ExecutorLink>& link,
+      const hrx::executor::v1::Ask& ask);
+
+  Core& core_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, Served> served_ ABSL_GUARDED_BY(mu_);
+  // Links whose control events come here, to let go of at the end.
+  std::vector<std::weak_ptr<backend::remote::ExecutorLink>> links_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace hrx::daemon
+
+#endif  // HRX_DAEMON_SERVER_EXECUTOR_RINGS_H_
