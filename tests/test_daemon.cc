@@ -91,6 +91,12 @@ absl::StatusOr<std::unique_ptr<TestDaemon>> TestDaemon::Start(
   std::vector<std::string> argv = {
       DaemonPath(), absl::StrCat("--socket=", socket_path),
       absl::StrCat("--backend=", TestBackend()), "--log-level=warn"};
+  // $HRX_TEST_DAEMON_FLAG: one more flag for every daemon a suite starts
+  // (e.g. --executor_rings, to run a suite against executor-served rings).
+  if (const char* flag = std::getenv("HRX_TEST_DAEMON_FLAG");
+      flag != nullptr && flag[0] != '\0') {
+    argv.push_back(flag);
+  }
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   argv.insert(argv.begin(), wrapper.begin(), wrapper.end());
   auto process = std::make_unique<Subprocess>(Subprocess::Start(argv, where));

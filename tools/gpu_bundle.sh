@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 SUITE=(client_daemon_test daemon_lifecycle_test generic_client_test
        graph_test hrxctl_test kernel_test operations_test remote_test
        resident_handle_test staging_test stream_ordering_test tenancy_test
-       isolation_test deadline_test ring_test)
+       isolation_test deadline_test ring_test executor_ring_test)
 
 targets=(//daemon:hrxd //daemon:hrxd_hip_nvidia //client:hrxctl
          //tests:client_worker //tests:tenant_client //tests/kernels

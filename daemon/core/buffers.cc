@@ -92,11 +92,11 @@ absl::StatusOr<BufferInfo> Buffers::Allocate(uint64_t session, uint64_t bytes,
 }
 
 absl::StatusOr<Buffers::Described> Buffers::Describe(uint64_t session,
-                                                     uint64_t buffer) {
+                                                     uint64_t buffer,
+                                                     std::string_view what) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
   absl::MutexLock lock(&owner->mu);
-  HRX_ASSIGN_OR_RETURN(BufferEntry * entry,
-                       owner->buffers.Find(buffer, "describe buffer"));
+  HRX_ASSIGN_OR_RETURN(BufferEntry * entry, owner->buffers.Find(buffer, what));
   return Described{entry->memory, entry->origin_stream};
 }
 

@@ -46,7 +46,8 @@ class Buffers {
     backend::MemoryRef memory;
     uint64_t origin_stream = 0;
   };
-  absl::StatusOr<Described> Describe(uint64_t session, uint64_t buffer);
+  absl::StatusOr<Described> Describe(uint64_t session, uint64_t buffer,
+                                     std::string_view what);
 
  private:
   DeviceSet& devices_;

@@ -82,11 +82,11 @@ absl::StatusOr<KernelInfo> Kernels::Load(
 }
 
 absl::StatusOr<backend::KernelRef> Kernels::Find(uint64_t session,
-                                                 uint64_t kernel) {
+                                                 uint64_t kernel,
+                                                 std::string_view what) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
   absl::MutexLock lock(&owner->mu);
-  HRX_ASSIGN_OR_RETURN(KernelEntry * entry,
-                       owner->kernels.Find(kernel, "describe kernel"));
+  HRX_ASSIGN_OR_RETURN(KernelEntry * entry, owner->kernels.Find(kernel, what));
   return entry->kernel;
 }
 

@@ -37,7 +37,8 @@ class Kernels {
       const backend::KernelSignature* declared = nullptr);
   absl::Status Unload(uint64_t session, uint64_t kernel);
   // The loaded kernel `kernel` of `session` names.
-  absl::StatusOr<backend::KernelRef> Find(uint64_t session, uint64_t kernel);
+  absl::StatusOr<backend::KernelRef> Find(uint64_t session, uint64_t kernel,
+                                          std::string_view what);
 
  private:
   DeviceSet& devices_;

@@ -40,6 +40,14 @@ ExecutorService::ExecutorService(backend::Backend& backend, int socket)
         event.mutable_ring_ended()->set_session(session);
         event.mutable_ring_ended()->set_stream(stream);
         writer_.Send(event);
+      },
+      [this](uint64_t session, const std::vector<uint64_t>& objects) {
+        wire::Event event;
+        event.mutable_released()->set_session(session);
+        for (uint64_t object : objects) {
+          event.mutable_released()->add_objects(object);
+        }
+        writer_.Send(event);
       });
 }
 

@@ -34,7 +34,8 @@ absl::Status Broken(std::string_view what) {
 }  // namespace
 
 ExecutorSessions::ExecutorSessions(std::shared_ptr<backend::Backend> backend,
-                                   Ask ask, RingEnded ring_ended)
+                                   Ask ask, RingEnded ring_ended,
+                                   Released released)
     : backend_(std::move(backend)),
       devices_(backend_),
       // The registry is never asked: sessions come from hrxd (InsertAt).
@@ -45,7 +46,8 @@ ExecutorSessions::ExecutorSessions(std::shared_ptr<backend::Backend> backend,
       commands_(devices_, sessions_, queues_),
       graphs_(sessions_),
       handles_(std::move(ask)),
-      ring_ended_(std::move(ring_ended)) {}
+      ring_ended_(std::move(ring_ended)),
+      released_(std::move(released)) {}
 
 ExecutorSessions::~ExecutorSessions() {
   absl::MutexLock lock(&mu_);
@@ -91,6 +93,21 @@ void ExecutorSessions::End(const wire::EndSession& end) {
   daemon::Deferred cancelled;
   {
     absl::MutexLock lock(&closing.mu);
+    // What hrxd installed goes once the streams' queued work has run.
+    std::vector<uint64_t> objects;
+    auto kept = std::make_shared<std::vector<std::shared_ptr<const void>>>();
+    closing.buffers.ForEachHandle(
+        [&](uint64_t handle, const daemon::BufferEntry& entry) {
+          objects.push_back(handle);
+          kept->push_back(entry.memory);
+        });
+    closing.kernels.ForEachHandle(
+        [&](uint64_t handle, const daemon::KernelEntry& entry) {
+          objects.push_back(handle);
+          kept->push_back(entry.kernel);
+        });
+    ReleaseAfterQueuedWork(closing, end.session(), std::move(objects),
+                           std::move(kept));
     closing.streams.Clear([&](std::shared_ptr<daemon::StreamEntry> stream) {
       daemon::CloseStream(*stream, cancelled);
     });
@@ -150,6 +167,8 @@ void ExecutorSessions::Revoke(const wire::Revoke& revoke) {
           stream->dispatch_cache.EvictMemory(id);
           stream->transfer_cache.EvictMemory(id);
         });
+    ReleaseAfterQueuedWork(**session, revoke.session(), {revoke.object()},
+                           removed->memory);
   } else if (handle.kind == shared::HandleKind::kKernel) {
     auto removed = (*session)->kernels.Remove(revoke.object(), "revoke");
     if (!removed.ok()) return;
@@ -161,7 +180,38 @@ void ExecutorSessions::Revoke(const wire::Revoke& revoke) {
                 return dispatch->kernel == kernel;
               });
         });
+    ReleaseAfterQueuedWork(**session, revoke.session(), {revoke.object()},
+                           kernel);
   }
+}
+
+void ExecutorSessions::ReleaseAfterQueuedWork(
+    daemon::Session& session, uint64_t id, std::vector<uint64_t> objects,
+    std::shared_ptr<const void> keep) {
+  if (objects.empty()) return;
+  std::vector<std::pair<std::shared_ptr<backend::Queue>, backend::Fence>> waits;
+  session.streams.ForEach(
+      [&](const std::shared_ptr<daemon::StreamEntry>& stream) {
+        waits.emplace_back(stream->queue, stream->published);
+      });
+  struct Pending {
+    std::atomic<size_t> left;
+    std::vector<uint64_t> objects;
+    std::shared_ptr<const void> keep;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->left = waits.size() + 1;
+  pending->objects = std::move(objects);
+  pending->keep = std::move(keep);
+  auto one_done = [this, id, pending](absl::Status) {
+    if (pending->left.fetch_sub(1) != 1) return;
+    pending->keep.reset();
+    released_(id, pending->objects);
+  };
+  // Registered under the session's lock: a completion that runs inline
+  // takes no lock of the session's (it only reports).
+  for (auto& [queue, fence] : waits) queue->OnComplete(fence, one_done);
+  one_done(absl::OkStatus());
 }
 
 absl::Status ExecutorSessions::ServeRing(const wire::ServeRing& serve,

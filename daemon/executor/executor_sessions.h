@@ -30,6 +30,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -59,9 +60,13 @@ class ExecutorSessions {
   using Ask = InstalledHandles::Ask;
   // A ring ended here (`stream` is hrxd's handle object for its stream).
   using RingEnded = std::function<void(uint64_t session, uint64_t stream)>;
+  // Objects of `session` revoked here that no queued work uses any more
+  // (hrxd keeps their memory and charges until then).
+  using Released = std::function<void(uint64_t session,
+                                      const std::vector<uint64_t>& objects)>;
 
   ExecutorSessions(std::shared_ptr<backend::Backend> backend, Ask ask,
-                   RingEnded ring_ended);
+                   RingEnded ring_ended, Released released);
   // Ends every ring and waits for their threads.
   ~ExecutorSessions();
 
@@ -79,6 +84,12 @@ class ExecutorSessions {
 
  private:
   void Ended(daemon::RingServer* ring);  // from the ring's thread
+  // Reports `objects` released once every stream of `session` has run what
+  // it had queued; `keep` (what the objects were) lives until then.
+  void ReleaseAfterQueuedWork(daemon::Session& session, uint64_t id,
+                              std::vector<uint64_t> objects,
+                              std::shared_ptr<const void> keep)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(session.mu);
 
   std::shared_ptr<backend::Backend> backend_;
   daemon::SingleDevice devices_;
@@ -89,6 +100,7 @@ class ExecutorSessions {
   daemon::RefusalCounter refusals_;
   InstalledHandles handles_;
   const RingEnded ring_ended_;
+  const Released released_;
 
   mutable absl::Mutex mu_;
   // One per tenant: its ceilings as hrxd set them.

@@ -63,11 +63,10 @@ absl::Status ExecutorRings::OpenThere(const std::shared_ptr<ExecutorLink>& link,
       return link->lost().ok() ? it->second.link->lost() : link->lost();
     }
     if (it == served_.end()) {
-      it =
-          served_
-              .emplace(session,
-                       Served{link, std::make_shared<absl::Mutex>(), {}, false})
-              .first;
+      Served fresh;
+      fresh.link = link;
+      fresh.order = std::make_shared<absl::Mutex>();
+      it = served_.emplace(session, std::move(fresh)).first;
     }
     order = it->second.order;
     bool known = false;
@@ -166,19 +165,49 @@ void ExecutorRings::Revoke(uint64_t session, uint64_t object) {
   request.mutable_revoke()->set_session(session);
   request.mutable_revoke()->set_object(object);
   absl::MutexLock ordered(order.get());
-  // Answered once the executor holds it no more; a lost executor holds
-  // nothing (its sessions end with it).
+  // Answered once no table there opens it; a lost executor holds nothing
+  // (its sessions end with it).
   (void)link->Call(std::move(request));
+  absl::MutexLock lock(&mu_);
+  auto it = served_.find(session);
+  if (it == served_.end()) return;
+  auto installed = it->second.installed.find(object);
+  if (installed == it->second.installed.end()) return;
+  // Its queued work there may still use it: kept until released.
+  if (link->lost().ok()) {
+    releasing_[{session, object}] = Releasing{link, installed->second};
+  }
+  it->second.installed.erase(installed);
+}
+
+void ExecutorRings::DropLost() {
+  absl::erase_if(releasing_, [](const auto& entry) {
+    auto link = entry.second.link.lock();
+    return link == nullptr || !link->lost().ok();
+  });
+}
+
+size_t ExecutorRings::releasing() const {
+  absl::MutexLock lock(&mu_);
+  return releasing_.size();
 }
 
 void ExecutorRings::EndSession(uint64_t session, const absl::Status& why) {
   Served ended;
   {
     absl::MutexLock lock(&mu_);
+    DropLost();
     auto it = served_.find(session);
     if (it == served_.end()) return;
     ended = std::move(it->second);
     served_.erase(it);
+    // Everything it installed stays until the executor has run the
+    // session's queued work.
+    if (ended.link->lost().ok()) {
+      for (auto& [object, keep] : ended.installed) {
+        releasing_[{session, object}] = Releasing{ended.link, std::move(keep)};
+      }
+    }
   }
   wire::Request request;
   wire::EndSession* end = request.mutable_end_session();
@@ -198,6 +227,18 @@ void ExecutorRings::OnControl(const std::weak_ptr<ExecutorLink>& weak,
   std::shared_ptr<ExecutorLink> link = weak.lock();
   if (link == nullptr) return;
   if (event.has_ask()) return Answer(link, event.ask());
+  if (event.has_released()) {
+    std::vector<std::shared_ptr<const void>> going;  // let go outside the lock
+    absl::MutexLock lock(&mu_);
+    for (uint64_t object : event.released().objects()) {
+      auto it = releasing_.find({event.released().session(), object});
+      // Only what this executor was given.
+      if (it == releasing_.end() || it->second.link.lock() != link) continue;
+      going.push_back(std::move(it->second.keep));
+      releasing_.erase(it);
+    }
+    return;
+  }
   if (event.has_ring_ended()) {
     const wire::RingEnded& ended = event.ring_ended();
     {
@@ -215,8 +256,9 @@ void ExecutorRings::OnControl(const std::weak_ptr<ExecutorLink>& weak,
   }
 }
 
-absl::StatusOr<wire::InstalledObject> ExecutorRings::Describe(
-    const std::shared_ptr<ExecutorLink>& link, const wire::Ask& ask) {
+absl::StatusOr<std::pair<wire::InstalledObject, std::shared_ptr<const void>>>
+ExecutorRings::Describe(const std::shared_ptr<ExecutorLink>& link,
+                        const wire::Ask& ask) {
   const auto kind = static_cast<shared::HandleKind>(ask.kind());
   HRX_ASSIGN_OR_RETURN(uint64_t object,
                        core_.handles().Open(FromWire(ask.handle()),
@@ -225,21 +267,25 @@ absl::StatusOr<wire::InstalledObject> ExecutorRings::Describe(
   *install.mutable_handle() = ask.handle();
   switch (kind) {
     case shared::HandleKind::kBuffer: {
-      HRX_ASSIGN_OR_RETURN(Buffers::Described buffer,
-                           core_.buffers().Describe(ask.session(), object));
+      HRX_ASSIGN_OR_RETURN(
+          Buffers::Described buffer,
+          core_.buffers().Describe(ask.session(), object, ask.what()));
       HRX_ASSIGN_OR_RETURN(uint64_t memory,
                            backend::remote::RemoteIdOf(buffer.memory, link));
       install.mutable_buffer()->set_memory(memory);
       install.mutable_buffer()->set_origin_stream(buffer.origin_stream);
-      return install;
+      return std::make_pair(std::move(install),
+                            std::shared_ptr<const void>(buffer.memory));
     }
     case shared::HandleKind::kKernel: {
-      HRX_ASSIGN_OR_RETURN(backend::KernelRef kernel,
-                           core_.kernels().Find(ask.session(), object));
+      HRX_ASSIGN_OR_RETURN(
+          backend::KernelRef kernel,
+          core_.kernels().Find(ask.session(), object, ask.what()));
       HRX_ASSIGN_OR_RETURN(uint64_t id,
                            backend::remote::RemoteIdOf(kernel, *link));
       install.mutable_kernel()->set_kernel(id);
-      return install;
+      return std::make_pair(std::move(install),
+                            std::shared_ptr<const void>(kernel));
     }
     default:
       return Refusal(
@@ -281,7 +327,13 @@ void ExecutorRings::Answer(const std::shared_ptr<ExecutorLink>& link,
   absl::MutexLock ordered(order.get());
   auto described = Describe(link, ask);
   if (described.ok()) {
-    *answer->mutable_install() = *std::move(described);
+    *answer->mutable_install() = std::move(described->first);
+    absl::MutexLock lock(&mu_);
+    auto it = served_.find(ask.session());
+    if (it != served_.end()) {
+      it->second.installed[ask.handle().object()] =
+          std::move(described->second);
+    }
   } else {
     answer->set_code(static_cast<int>(described.status().code()));
     answer->set_message(std::string(described.status().message()));

@@ -66,6 +66,8 @@ class ExecutorRings final : public SessionMirror {
 
   // Sessions with a ring in an executor.
   size_t sessions() const;
+  // Objects revoked there and not yet released by their executor.
+  size_t releasing() const;
 
  private:
   // A session handed to an executor.
@@ -75,7 +77,18 @@ class ExecutorRings final : public SessionMirror {
     std::shared_ptr<absl::Mutex> order;
     std::vector<ChargeRef> holds;  // its rings' regions
     bool opened = false;           // the executor has it
+    // What the executor was told each installed object is: kept (its
+    // memory not reused, its charge held) until the executor reports that
+    // no queued work uses it.
+    absl::flat_hash_map<uint64_t, std::shared_ptr<const void>> installed;
   };
+  // Revoked objects the executor has not released yet.
+  struct Releasing {
+    std::weak_ptr<backend::remote::ExecutorLink> link;
+    std::shared_ptr<const void> keep;
+  };
+  // Lets go of what lost executors will never release.
+  void DropLost() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Status OpenThere(
       const std::shared_ptr<backend::remote::ExecutorLink>& link,
@@ -85,13 +98,18 @@ class ExecutorRings final : public SessionMirror {
   void Answer(const std::shared_ptr<backend::remote::ExecutorLink>& link,
               const hrx::executor::v1::Ask& ask);
   // What to install for the answer to `ask`, or why not.
-  absl::StatusOr<hrx::executor::v1::InstalledObject> Describe(
-      const std::shared_ptr<backend::remote::ExecutorLink>& link,
-      const hrx::executor::v1::Ask& ask);
+  // (and what to keep while it is installed).
+  absl::StatusOr<std::pair<hrx::executor::v1::InstalledObject,
+                           std::shared_ptr<const void>>>
+  Describe(const std::shared_ptr<backend::remote::ExecutorLink>& link,
+           const hrx::executor::v1::Ask& ask);
 
   Core& core_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, Served> served_ ABSL_GUARDED_BY(mu_);
+  // By session and object.
+  absl::flat_hash_map<std::pair<uint64_t, uint64_t>, Releasing> releasing_
+      ABSL_GUARDED_BY(mu_);
   // Links whose control events come here, to let go of at the end.
   std::vector<std::weak_ptr<backend::remote::ExecutorLink>> links_
       ABSL_GUARDED_BY(mu_);

@@ -330,7 +330,7 @@ void ExecutorLink::Deliver(wire::Event& event) {
     it->second->done = true;
     return;
   }
-  if (event.has_ask() || event.has_ring_ended()) {
+  if (event.has_ask() || event.has_ring_ended() || event.has_released()) {
     ControlHandler control;
     {
       absl::MutexLock lock(&mu_);
