@@ -187,6 +187,24 @@ TEST_F(ExecutorRingTest, AKernelRunsFromTheExecutorsRing) {
   EXPECT_EQ(stats->published_fence, 0u);
 }
 
+TEST_F(ExecutorRingTest, EventsRecordedOnTheRingAnswerCallsToHrxd) {
+  // Recorded on a ring the executor serves, so known only there: hrxd puts
+  // the client's query, synchronize and release to the executor.
+  Buffer buffer = Allocate(*stream_, 1 << 20);
+  ASSERT_THAT(stream_->Fill(buffer.Binding(), 9), IsOk());
+  auto event = stream_->RecordEvent();
+  ASSERT_THAT(event.status(), IsOk());
+  EXPECT_THAT(event->Synchronize(), IsOk());
+  auto complete = event->IsComplete();
+  ASSERT_THAT(complete.status(), IsOk());
+  EXPECT_TRUE(*complete);
+  // Another stream waits on it, in the executor.
+  Stream other = NewStream();
+  ASSERT_THAT(other.WaitEvent(*event), IsOk());
+  EXPECT_THAT(ReadAll(other, buffer.Binding()), Each(9));
+  ExpectBystanderIntact(0x44);
+}
+
 TEST_F(ExecutorRingTest, ARingEndsWithItsSession) {
   auto raw = std::make_unique<RawSession>(daemon_->socket_path());
   RawRing ring(*raw);

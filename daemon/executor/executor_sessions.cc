@@ -45,6 +45,7 @@ ExecutorSessions::ExecutorSessions(std::shared_ptr<backend::Backend> backend,
       queues_(devices_, daemon::kDefaultQueueCount),
       commands_(devices_, sessions_, queues_),
       graphs_(sessions_),
+      events_(sessions_),
       handles_(std::move(ask)),
       ring_ended_(std::move(ring_ended)),
       released_(std::move(released)) {}
@@ -261,6 +262,28 @@ absl::Status ExecutorSessions::ServeRing(const wire::ServeRing& serve,
           daemon::Caller(handles_, serve.session())),
       stream.object);
   return absl::OkStatus();
+}
+
+void ExecutorSessions::CallEvent(
+    const wire::EventCall& call,
+    std::function<void(absl::StatusOr<bool>)> done) {
+  switch (call.op()) {
+    case wire::EventCall::OP_QUERY:
+      return done(events_.Query(call.session(), call.event()));
+    case wire::EventCall::OP_SYNCHRONIZE:
+      return events_.Synchronize(call.session(), call.event(),
+                                 [done](absl::Status status) {
+                                   if (!status.ok()) return done(status);
+                                   done(true);
+                                 });
+    case wire::EventCall::OP_RELEASE: {
+      absl::Status released = events_.Release(call.session(), call.event());
+      if (!released.ok()) return done(released);
+      return done(true);
+    }
+    default:
+      return done(Broken("an event call of no kind"));
+  }
 }
 
 size_t ExecutorSessions::rings() const {

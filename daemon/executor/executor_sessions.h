@@ -41,6 +41,7 @@
 #include "daemon/backend/remote/op_codec.h"
 #include "daemon/core/command_path.h"
 #include "daemon/core/device_set.h"
+#include "daemon/core/events.h"
 #include "daemon/core/graphs.h"
 #include "daemon/core/queue_pool.h"
 #include "daemon/core/refusal_counter.h"
@@ -78,6 +79,10 @@ class ExecutorSessions {
   void Revoke(const hrx::executor::v1::Revoke& revoke);
   absl::Status ServeRing(const hrx::executor::v1::ServeRing& serve,
                          shared::UniqueFd region);
+  // Runs an event call against the session's events here; `done` gets the
+  // answer (possibly on a queue's thread, once the event's work has run).
+  void CallEvent(const hrx::executor::v1::EventCall& call,
+                 std::function<void(absl::StatusOr<bool>)> done);
 
   // Rings served now.
   size_t rings() const;
@@ -97,6 +102,7 @@ class ExecutorSessions {
   daemon::QueuePool queues_;
   daemon::CommandPath commands_;
   daemon::Graphs graphs_;
+  daemon::Events events_;
   daemon::RefusalCounter refusals_;
   InstalledHandles handles_;
   const RingEnded ring_ended_;

@@ -180,6 +180,29 @@ void ExecutorRings::Revoke(uint64_t session, uint64_t object) {
   it->second.installed.erase(installed);
 }
 
+bool ExecutorRings::CallEvent(uint64_t session, uint64_t event,
+                              wire::EventCall::Op op, EventDone done) {
+  wire::Request request;
+  std::shared_ptr<ExecutorLink> link;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = served_.find(session);
+    if (it == served_.end()) return false;
+    link = it->second.link;
+    const uint64_t call = next_event_call_++;
+    event_calls_[call] = EventCallWaiting{session, link, std::move(done)};
+    wire::EventCall* out = request.mutable_event_call();
+    out->set_call(call);
+    out->set_session(session);
+    out->set_event(event);
+    out->set_op(op);
+  }
+  // A lost link answers nothing: the session's end (which the loss brings)
+  // fails the call.
+  link->Post(request);
+  return true;
+}
+
 void ExecutorRings::DropLost() {
   absl::erase_if(releasing_, [](const auto& entry) {
     auto link = entry.second.link.lock();
@@ -194,9 +217,18 @@ size_t ExecutorRings::releasing() const {
 
 void ExecutorRings::EndSession(uint64_t session, const absl::Status& why) {
   Served ended;
+  std::vector<EventDone> unanswered;  // failed outside the lock
   {
     absl::MutexLock lock(&mu_);
     DropLost();
+    for (auto it = event_calls_.begin(); it != event_calls_.end();) {
+      if (it->second.session != session) {
+        ++it;
+        continue;
+      }
+      unanswered.push_back(std::move(it->second.done));
+      event_calls_.erase(it++);
+    }
     auto it = served_.find(session);
     if (it == served_.end()) return;
     ended = std::move(it->second);
@@ -208,6 +240,12 @@ void ExecutorRings::EndSession(uint64_t session, const absl::Status& why) {
         releasing_[{session, object}] = Releasing{ended.link, std::move(keep)};
       }
     }
+  }
+  for (EventDone& done : unanswered) {
+    done(!why.ok() ? why
+                   : Refusal(Reason::kSessionClosed,
+                             "event: the session closed while the call "
+                             "waited. Fix: open a new session."));
   }
   wire::Request request;
   wire::EndSession* end = request.mutable_end_session();
@@ -227,6 +265,25 @@ void ExecutorRings::OnControl(const std::weak_ptr<ExecutorLink>& weak,
   std::shared_ptr<ExecutorLink> link = weak.lock();
   if (link == nullptr) return;
   if (event.has_ask()) return Answer(link, event.ask());
+  if (event.has_event_answer()) {
+    const wire::EventAnswer& answer = event.event_answer();
+    EventDone done;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = event_calls_.find(answer.call());
+      // Only the executor asked may answer.
+      if (it == event_calls_.end() || it->second.link.lock() != link) return;
+      done = std::move(it->second.done);
+      event_calls_.erase(it);
+    }
+    if (answer.code() != 0) {
+      done(absl::Status(static_cast<absl::StatusCode>(answer.code()),
+                        answer.message()));
+    } else {
+      done(answer.complete());
+    }
+    return;
+  }
   if (event.has_released()) {
     std::vector<std::shared_ptr<const void>> going;  // let go outside the lock
     absl::MutexLock lock(&mu_);

@@ -23,6 +23,7 @@
 #define HRX_DAEMON_SERVER_EXECUTOR_RINGS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -59,6 +60,14 @@ class ExecutorRings final : public SessionMirror {
       const std::shared_ptr<backend::remote::ExecutorLink>& link,
       uint64_t session, const hrx::v1::Handle& sealed, uint64_t stream_id,
       shared::UniqueFd region, uint64_t region_bytes, ChargeRef hold);
+
+  // Puts a client's event call to the executor serving `session`'s rings
+  // (events recorded on them live there); `done` gets its answer, on a
+  // link's delivery thread, or the session's end. False where no executor
+  // serves the session (`done` is not called).
+  using EventDone = std::function<void(absl::StatusOr<bool>)>;
+  bool CallEvent(uint64_t session, uint64_t event,
+                 hrx::executor::v1::EventCall::Op op, EventDone done);
 
   // SessionMirror.
   void Revoke(uint64_t session, uint64_t object) override;
@@ -110,6 +119,15 @@ class ExecutorRings final : public SessionMirror {
   // By session and object.
   absl::flat_hash_map<std::pair<uint64_t, uint64_t>, Releasing> releasing_
       ABSL_GUARDED_BY(mu_);
+  // Event calls waiting for their executor's answer, by call id.
+  struct EventCallWaiting {
+    uint64_t session = 0;
+    std::weak_ptr<backend::remote::ExecutorLink> link;
+    EventDone done;
+  };
+  absl::flat_hash_map<uint64_t, EventCallWaiting> event_calls_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t next_event_call_ ABSL_GUARDED_BY(mu_) = 1;
   // Links whose control events come here, to let go of at the end.
   std::vector<std::weak_ptr<backend::remote::ExecutorLink>> links_
       ABSL_GUARDED_BY(mu_);

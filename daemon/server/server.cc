@@ -27,7 +27,7 @@ class Services {
         buffers(core, peers),
         streams(core, peers, rings),
         kernels(core, peers),
-        events(core, peers),
+        events(core, peers, executor_rings.get()),
         graphs(core, peers),
         status(core, peers),
         admin(core, peers) {

@@ -156,6 +156,28 @@ grpc::ServerUnaryReactor* KernelsService::UnloadKernel(
       });
 }
 
+grpc::ServerUnaryReactor* EventsService::AnswerOrForward(
+    grpc::CallbackServerContext* context, uint64_t session, uint64_t event,
+    hrx::executor::v1::EventCall::Op op, absl::StatusOr<bool> answer,
+    std::function<void(bool)> fill) {
+  if (answer.ok() || executor_rings_ == nullptr ||
+      ReasonOf(answer.status()) != Reason::kUnknownEvent) {
+    if (answer.ok()) fill(*answer);
+    return Finish(core_, context, answer.status());
+  }
+  grpc::ServerUnaryReactor* reactor = CallReactor(context);
+  DoneCallback finish = FinishLater(core_, reactor);
+  const bool asked = executor_rings_->CallEvent(
+      session, event, op,
+      [finish, fill = std::move(fill)](absl::StatusOr<bool> there) {
+        if (there.ok()) fill(*there);
+        finish(there.status());
+      });
+  // No executor serves the session: hrxd's answer stands.
+  if (!asked) finish(answer.status());
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* EventsService::QueryEvent(
     grpc::CallbackServerContext* context, const hrx::v1::EventRequest* request,
     hrx::v1::QueryEventResponse* response) {
@@ -164,26 +186,41 @@ grpc::ServerUnaryReactor* EventsService::QueryEvent(
         auto caller = DecodeCaller(*context, core_, peers_);
         if (!caller.ok()) return Finish(core_, context, caller.status());
         const uint64_t session = caller->session();
-        auto complete = core_.events().Query(session, request->event());
-        if (complete.ok()) response->set_complete(*complete);
-        return Finish(core_, context, complete.status());
+        return AnswerOrForward(
+            context, session, request->event(),
+            hrx::executor::v1::EventCall::OP_QUERY,
+            core_.events().Query(session, request->event()),
+            [response](bool complete) { response->set_complete(complete); });
       });
 }
 
 grpc::ServerUnaryReactor* EventsService::SynchronizeEvent(
     grpc::CallbackServerContext* context, const hrx::v1::EventRequest* request,
     hrx::v1::SynchronizeEventResponse* response) {
-  return OnCallLane(core_, peers_, context,
-                    [=, this]() -> grpc::ServerUnaryReactor* {
-                      auto caller = DecodeCaller(*context, core_, peers_);
-                      if (!caller.ok())
-                        return Finish(core_, context, caller.status());
-                      const uint64_t session = caller->session();
-                      grpc::ServerUnaryReactor* reactor = CallReactor(context);
-                      core_.events().Synchronize(session, request->event(),
-                                                 FinishLater(core_, reactor));
-                      return reactor;
-                    });
+  return OnCallLane(
+      core_, peers_, context, [=, this]() -> grpc::ServerUnaryReactor* {
+        auto caller = DecodeCaller(*context, core_, peers_);
+        if (!caller.ok()) return Finish(core_, context, caller.status());
+        const uint64_t session = caller->session();
+        grpc::ServerUnaryReactor* reactor = CallReactor(context);
+        DoneCallback finish = FinishLater(core_, reactor);
+        const uint64_t event = request->event();
+        core_.events().Synchronize(
+            session, event,
+            [this, session, event, finish](absl::Status status) {
+              if (status.ok() || executor_rings_ == nullptr ||
+                  ReasonOf(status) != Reason::kUnknownEvent ||
+                  !executor_rings_->CallEvent(
+                      session, event,
+                      hrx::executor::v1::EventCall::OP_SYNCHRONIZE,
+                      [finish](absl::StatusOr<bool> there) {
+                        finish(there.status());
+                      })) {
+                finish(status);
+              }
+            });
+        return reactor;
+      });
 }
 
 grpc::ServerUnaryReactor* EventsService::ReleaseEvent(
@@ -194,8 +231,13 @@ grpc::ServerUnaryReactor* EventsService::ReleaseEvent(
         auto caller = DecodeCaller(*context, core_, peers_);
         if (!caller.ok()) return Finish(core_, context, caller.status());
         const uint64_t session = caller->session();
-        return Finish(core_, context,
-                      core_.events().Release(session, request->event()));
+        absl::Status released =
+            core_.events().Release(session, request->event());
+        return AnswerOrForward(context, session, request->event(),
+                               hrx::executor::v1::EventCall::OP_RELEASE,
+                               released.ok() ? absl::StatusOr<bool>(true)
+                                             : absl::StatusOr<bool>(released),
+                               [](bool) {});
       });
 }
 

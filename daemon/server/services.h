@@ -82,8 +82,11 @@ class KernelsService final
 
 class EventsService final : public hrx::v1::Events::CallbackService {
  public:
-  EventsService(Core& core, const PeerRegistry& peers)
-      : core_(core), peers_(peers) {}
+  // With `executor_rings`, events of sessions whose rings an executor
+  // serves are asked there when hrxd does not know them.
+  EventsService(Core& core, const PeerRegistry& peers,
+                ExecutorRings* executor_rings)
+      : core_(core), peers_(peers), executor_rings_(executor_rings) {}
   grpc::ServerUnaryReactor* QueryEvent(
       grpc::CallbackServerContext* context,
       const hrx::v1::EventRequest* request,
@@ -98,8 +101,16 @@ class EventsService final : public hrx::v1::Events::CallbackService {
       hrx::v1::ReleaseEventResponse* response) override;
 
  private:
+  // Finishes an event call hrxd answered `answer`, or asks the executor
+  // serving the session's rings when hrxd does not know the event.
+  grpc::ServerUnaryReactor* AnswerOrForward(
+      grpc::CallbackServerContext* context, uint64_t session, uint64_t event,
+      hrx::executor::v1::EventCall::Op op, absl::StatusOr<bool> answer,
+      std::function<void(bool)> fill);
+
   Core& core_;
   const PeerRegistry& peers_;
+  ExecutorRings* const executor_rings_;
 };
 
 class BuffersService final : public hrx::v1::Buffers::CallbackService {

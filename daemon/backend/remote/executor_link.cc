@@ -330,7 +330,8 @@ void ExecutorLink::Deliver(wire::Event& event) {
     it->second->done = true;
     return;
   }
-  if (event.has_ask() || event.has_ring_ended() || event.has_released()) {
+  if (event.has_ask() || event.has_ring_ended() || event.has_released() ||
+      event.has_event_answer()) {
     ControlHandler control;
     {
       absl::MutexLock lock(&mu_);

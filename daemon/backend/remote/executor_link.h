@@ -81,7 +81,7 @@ class ExecutorLink {
   // lost: nothing is left there to forget).
   void Forget(hrx::executor::v1::Forget::Kind kind, uint64_t object);
   // What hrxd does with the executor's control events (Ask, RingEnded,
-  // Released):
+  // Released, EventAnswer):
   // run on the delivery thread, in order with completions. Null: ignored.
   using ControlHandler =
       std::function<void(const hrx::executor::v1::Event& event)>;
