@@ -169,18 +169,42 @@ absl::StatusOr<GraphExecInfo> Graphs::CreateExec(uint64_t session,
 
 absl::Status Graphs::DestroyExec(uint64_t session, uint64_t exec) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
+  {
+    absl::MutexLock lock(&owner->mu);
+    // Queued launches hold the plan (and so its memory) until they have
+    // run; the graph budget is returned now.
+    HRX_RETURN_IF_ERROR(
+        owner->graph_execs.Remove(exec, "destroy graph exec").status());
+  }
+  sessions_.mirrors().Revoke(session, exec);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GraphExecEntry> Graphs::Describe(uint64_t session, uint64_t exec,
+                                                std::string_view what) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
   absl::MutexLock lock(&owner->mu);
-  // Queued launches hold the plan (and so its memory) until they have run;
-  // the graph budget is returned now.
-  return owner->graph_execs.Remove(exec, "destroy graph exec").status();
+  HRX_ASSIGN_OR_RETURN(GraphExecEntry * entry,
+                       owner->graph_execs.Find(exec, what));
+  GraphExecEntry copy;
+  copy.plan = entry->plan;
+  copy.stream_id = entry->stream_id;
+  copy.profiled = entry->profiled;
+  copy.labels = entry->labels;
+  return copy;
 }
 
 absl::Status Graphs::ClearFailure(uint64_t session, uint64_t exec) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<Session> owner, sessions_.Find(session));
-  absl::MutexLock lock(&owner->mu);
-  HRX_ASSIGN_OR_RETURN(GraphExecEntry * entry,
-                       owner->graph_execs.Find(exec, "clear graph failure"));
-  entry->failed->store(false);
+  {
+    absl::MutexLock lock(&owner->mu);
+    HRX_ASSIGN_OR_RETURN(GraphExecEntry * entry,
+                         owner->graph_execs.Find(exec, "clear graph failure"));
+    entry->failed->store(false);
+  }
+  // A copy elsewhere (an executor's, which its launches there marked) is
+  // dropped; the next launch there installs it afresh, cleared.
+  sessions_.mirrors().Revoke(session, exec);
   return absl::OkStatus();
 }
 

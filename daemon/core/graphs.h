@@ -36,6 +36,10 @@ class Graphs {
   absl::StatusOr<GraphExecInfo> CreateExec(uint64_t session, uint64_t stream,
                                            GraphSpec spec);
   absl::Status DestroyExec(uint64_t session, uint64_t exec);
+  // What a copy of the session's tables needs of `exec` (an executor
+  // serving its rings): its plan, stream and labels.
+  absl::StatusOr<GraphExecEntry> Describe(uint64_t session, uint64_t exec,
+                                          std::string_view what);
   // Lets an exec whose launch failed be launched again.
   absl::Status ClearFailure(uint64_t session, uint64_t exec);
   // A profiled launch, ordered after earlier work on the stream: `done` gets

@@ -47,10 +47,12 @@ class HandleTable {
   }
 
   // Stores `value` under `wire`, a handle another table issued (a mirror of
-  // that table in another process: an executor's copy of hrxd's session).
-  // FAILED_PRECONDITION when `wire` is of another kind, generation 0, older
-  // than its slot's, or its slot holds an object. A mirror never Inserts:
-  // its slots are the issuing table's.
+  // that table in another process: an executor's copy of hrxd's session,
+  // where the issuing table alone decides which handles are live, and an
+  // object revoked there may be installed again).
+  // FAILED_PRECONDITION when `wire` is of another kind, generation 0, or its
+  // slot holds an object. A mirror never Inserts: its slots are the issuing
+  // table's.
   absl::Status InsertAt(uint64_t wire, T value) {
     const shared::Handle handle = shared::Handle::Decode(wire);
     if (handle.kind != kind_ || handle.generation == 0 ||
@@ -62,11 +64,11 @@ class HandleTable {
     }
     if (handle.slot >= slots_.size()) slots_.resize(handle.slot + 1);
     Slot& slot = slots_[handle.slot];
-    if (slot.value || handle.generation < slot.generation) {
+    if (slot.value) {
       return absl::FailedPreconditionError(absl::StrFormat(
-          "handle %#x: slot %u is at generation %u%s. Fix: report a bug.", wire,
-          handle.slot, slot.generation,
-          slot.value ? " and holds an object" : ""));
+          "handle %#x: slot %u holds an object (generation %u). Fix: report "
+          "a bug.",
+          wire, handle.slot, slot.generation));
     }
     slot.generation = handle.generation;
     slot.value.emplace(std::move(value));

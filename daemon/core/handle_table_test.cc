@@ -36,6 +36,40 @@ TEST(HandleTableTest, RefusesStaleGenerationAfterSlotReuse) {
   EXPECT_EQ(**table.Find(new_handle, "t"), "new");
 }
 
+TEST(HandleTableTest, AMirrorStoresUnderTheIssuersHandles) {
+  HandleTable<std::string> issuer(HandleKind::kBuffer);
+  HandleTable<std::string> mirror(HandleKind::kBuffer);
+  issuer.Insert("a");
+  const uint64_t b = issuer.Insert("b");
+  ASSERT_THAT(mirror.InsertAt(b, "b"), IsOk());
+  EXPECT_EQ(**mirror.Find(b, "t"), "b");
+  // Occupied, another kind, generation 0: refused.
+  EXPECT_THAT(mirror.InsertAt(b, "again"),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("holds an object")));
+  EXPECT_FALSE(
+      mirror.InsertAt(shared::Handle{HandleKind::kKernel, 5, 1}.Encode(), "k")
+          .ok());
+  EXPECT_FALSE(
+      mirror.InsertAt(shared::Handle{HandleKind::kBuffer, 5, 0}.Encode(), "z")
+          .ok());
+  // Revoked, then installed again (a graph exec whose failure was cleared).
+  ASSERT_THAT(mirror.Remove(b, "revoke").status(), IsOk());
+  EXPECT_THAT(mirror.InsertAt(b, "b"), IsOk());
+  // The last slot a mirror may name, and the first it may not.
+  EXPECT_THAT(mirror.InsertAt(
+                  shared::Handle{HandleKind::kBuffer, kMaxMirroredSlots - 1, 1}
+                      .Encode(),
+                  "edge"),
+              IsOk());
+  EXPECT_FALSE(
+      mirror
+          .InsertAt(shared::Handle{HandleKind::kBuffer, kMaxMirroredSlots, 1}
+                        .Encode(),
+                    "past")
+          .ok());
+}
+
 TEST(HandleTableTest, RefusesDoubleRemove) {
   HandleTable<std::string> table(HandleKind::kBuffer);
   const uint64_t handle = table.Insert("x");

@@ -332,6 +332,12 @@ absl::StatusOr<backend::MemoryRef> ExecutorService::Memory(uint64_t id) const {
   return it->second;
 }
 
+absl::StatusOr<backend::GraphRef> ExecutorService::Graph(uint64_t id) const {
+  auto it = graphs_.find(id);
+  if (it == graphs_.end()) return UnknownObject("graph", id);
+  return it->second;
+}
+
 absl::StatusOr<backend::KernelRef> ExecutorService::Kernel(uint64_t id) const {
   auto it = kernels_.find(id);
   if (it == kernels_.end()) return UnknownObject("kernel", id);

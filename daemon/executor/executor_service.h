@@ -73,6 +73,7 @@ class ExecutorService final : private backend::remote::LocalObjects {
   // backend::remote::LocalObjects, for decoding hrxd's ops.
   absl::StatusOr<backend::MemoryRef> Memory(uint64_t id) const override;
   absl::StatusOr<backend::KernelRef> Kernel(uint64_t id) const override;
+  absl::StatusOr<backend::GraphRef> Graph(uint64_t id) const override;
   // Sends Progress for queues whose completion moved since the last report.
   void SendProgress();
   // Whether hrxd has sent more than Serve has read yet (more work coming:

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -107,6 +108,11 @@ void ExecutorSessions::End(const wire::EndSession& end) {
           objects.push_back(handle);
           kept->push_back(entry.kernel);
         });
+    closing.graph_execs.ForEachHandle(
+        [&](uint64_t handle, const daemon::GraphExecEntry& entry) {
+          objects.push_back(handle);
+          kept->push_back(entry.plan);
+        });
     ReleaseAfterQueuedWork(closing, end.session(), std::move(objects),
                            std::move(kept));
     closing.streams.Clear([&](std::shared_ptr<daemon::StreamEntry> stream) {
@@ -141,6 +147,17 @@ absl::Status ExecutorSessions::Install(
     absl::MutexLock lock(&session->mu);
     stored = session->kernels.InsertAt(
         handle.object, daemon::KernelEntry{std::move(kernel), nullptr});
+  } else if (object.has_exec()) {
+    const wire::InstalledExec& exec = object.exec();
+    HRX_ASSIGN_OR_RETURN(backend::GraphRef plan, objects.Graph(exec.graph()));
+    daemon::GraphExecEntry entry;
+    entry.plan = std::move(plan);
+    entry.stream_id = exec.stream_id();
+    entry.profiled = exec.profiled();
+    entry.labels.assign(exec.labels().begin(), exec.labels().end());
+    entry.failed = std::make_shared<std::atomic<bool>>(false);
+    absl::MutexLock lock(&session->mu);
+    stored = session->graph_execs.InsertAt(handle.object, std::move(entry));
   } else {
     return Broken("hrxd installed an object of no kind");
   }
@@ -183,6 +200,11 @@ void ExecutorSessions::Revoke(const wire::Revoke& revoke) {
         });
     ReleaseAfterQueuedWork(**session, revoke.session(), {revoke.object()},
                            kernel);
+  } else if (handle.kind == shared::HandleKind::kGraphExec) {
+    auto removed = (*session)->graph_execs.Remove(revoke.object(), "revoke");
+    if (!removed.ok()) return;
+    ReleaseAfterQueuedWork(**session, revoke.session(), {revoke.object()},
+                           removed->plan);
   }
 }
 

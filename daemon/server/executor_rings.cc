@@ -344,13 +344,29 @@ ExecutorRings::Describe(const std::shared_ptr<ExecutorLink>& link,
       return std::make_pair(std::move(install),
                             std::shared_ptr<const void>(kernel));
     }
+    case shared::HandleKind::kGraphExec: {
+      HRX_ASSIGN_OR_RETURN(
+          GraphExecEntry exec,
+          core_.graphs().Describe(ask.session(), object, ask.what()));
+      // Defined there ahead of this answer, on the same socket.
+      HRX_ASSIGN_OR_RETURN(uint64_t graph,
+                           backend::remote::GraphOn(exec.plan, link));
+      wire::InstalledExec* out = install.mutable_exec();
+      out->set_graph(graph);
+      out->set_stream_id(exec.stream_id);
+      out->set_profiled(exec.profiled);
+      for (const std::string& label : exec.labels) out->add_labels(label);
+      return std::make_pair(std::move(install),
+                            std::shared_ptr<const void>(exec.plan));
+    }
     default:
       return Refusal(
           Reason::kNotServedByExecutor,
           absl::StrFormat(
-              "%s: a %s is not yet served by a ring in an executor (buffers "
-              "and kernels are). Fix: run hrxd without --executor_rings, or "
-              "use this stream over Streams.Open (HRX_TRANSPORT=grpc).",
+              "%s: a %s is not served by a ring in an executor (buffers, "
+              "kernels and graph execs are). Fix: run hrxd without "
+              "--executor_rings, or use this stream over Streams.Open "
+              "(HRX_TRANSPORT=grpc).",
               ask.what(), shared::HandleKindName(kind)));
   }
 }

@@ -26,6 +26,10 @@ absl::Status UnknownObject(std::string_view what, uint64_t id) {
   return Malformed(absl::StrFormat("no %s %u", std::string(what), id));
 }
 
+absl::StatusOr<backend::GraphRef> LocalObjects::Graph(uint64_t id) const {
+  return UnknownObject("graph", id);
+}
+
 absl::Status EncodeSpan(const backend::MemoryRef& memory, uint64_t offset,
                         uint64_t length, RemoteNames& names, wire::Span* out) {
   HRX_ASSIGN_OR_RETURN(uint64_t id, names.MemoryId(memory));

@@ -39,6 +39,8 @@ class LocalObjects {
   virtual ~LocalObjects() = default;
   virtual absl::StatusOr<backend::MemoryRef> Memory(uint64_t id) const = 0;
   virtual absl::StatusOr<backend::KernelRef> Kernel(uint64_t id) const = 0;
+  // A graph defined there (none, unless the holder keeps graphs).
+  virtual absl::StatusOr<backend::GraphRef> Graph(uint64_t id) const;
 };
 
 absl::Status EncodeSpan(const backend::MemoryRef& memory, uint64_t offset,

@@ -73,8 +73,8 @@ absl::StatusOr<uint64_t> DispatchOn(const backend::DispatchArgs& dispatch,
   return *defined == nullptr ? 0 : (*defined)->id();
 }
 
-// The executor's id of `plan`, defined there (one message, ahead of the
-// launch on the same socket) on first use.
+}  // namespace
+
 absl::StatusOr<uint64_t> GraphOn(const backend::GraphRef& plan,
                                  const std::shared_ptr<ExecutorLink>& link) {
   if (uint64_t id = link->CachedGraph(plan); id != 0) return id;
@@ -88,8 +88,6 @@ absl::StatusOr<uint64_t> GraphOn(const backend::GraphRef& plan,
   link->CacheGraph(plan, id);
   return id;
 }
-
-}  // namespace
 
 RemoteQueue::RemoteQueue(std::shared_ptr<ExecutorLink> link, uint64_t id)
     : link_(std::move(link)), id_(id) {

@@ -26,6 +26,11 @@
 
 namespace hrx::backend::remote {
 
+// The executor's id of `plan`, defined there (one message, ahead of
+// whatever uses it on the same socket) on first use.
+absl::StatusOr<uint64_t> GraphOn(const backend::GraphRef& plan,
+                                 const std::shared_ptr<ExecutorLink>& link);
+
 class RemoteQueue final : public backend::Queue {
  public:
   RemoteQueue(std::shared_ptr<ExecutorLink> link, uint64_t id);
