@@ -27,19 +27,22 @@ void Events::Synchronize(uint64_t session, uint64_t event, DoneCallback done) {
   auto owner = sessions_.Find(session);
   if (!owner.ok()) return done(owner.status());
   EventEntry entry;
+  bool known = false;
   {
     absl::MutexLock lock(&(*owner)->mu);
     auto it = (*owner)->events.find(event);
-    if (it == (*owner)->events.end() || it->second.queue == nullptr) {
-      return done(Refusal(
-          Reason::kUnknownEvent,
-          absl::StrFormat(
-              "synchronize event %u: this session has no such "
-              "published event. Fix: synchronize events recorded by this "
-              "session's streams.",
-              event)));
-    }
-    entry = it->second;
+    known = it != (*owner)->events.end() && it->second.queue != nullptr;
+    if (known) entry = it->second;
+  }
+  // Answered outside the session's lock: `done` may call out (a refusal
+  // here is put to an executor that serves the session's rings).
+  if (!known) {
+    return done(Refusal(
+        Reason::kUnknownEvent,
+        absl::StrFormat("synchronize event %u: this session has no such "
+                        "published event. Fix: synchronize events recorded "
+                        "by this session's streams.",
+                        event)));
   }
   entry.queue->OnComplete(entry.fence, std::move(done));
 }

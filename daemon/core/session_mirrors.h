@@ -8,10 +8,11 @@
 #ifndef HRX_DAEMON_CORE_SESSION_MIRRORS_H_
 #define HRX_DAEMON_CORE_SESSION_MIRRORS_H_
 
-#include <atomic>
 #include <cstdint>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 
 namespace hrx::daemon {
 
@@ -27,22 +28,29 @@ class SessionMirror {
 };
 
 // The core's way to its mirror, set once by whoever serves sessions
-// elsewhere (none: nothing is mirrored). The mirror outlives the core's
-// use of it.
+// elsewhere (none: nothing is mirrored). Calls into the mirror hold a
+// reader lock, so Set waits until none is in progress.
 class SessionMirrors final : public SessionMirror {
  public:
-  void Set(SessionMirror* mirror) { mirror_.store(mirror); }
+  // Waits for calls into the previous mirror to return (so it may be
+  // destroyed once Set(nullptr) has).
+  void Set(SessionMirror* mirror) {
+    absl::WriterMutexLock lock(&mu_);
+    mirror_ = mirror;
+  }
 
   void Revoke(uint64_t session, uint64_t object) override {
-    if (SessionMirror* mirror = mirror_.load()) mirror->Revoke(session, object);
+    absl::ReaderMutexLock lock(&mu_);
+    if (mirror_ != nullptr) mirror_->Revoke(session, object);
   }
   void EndSession(uint64_t session, const absl::Status& why) override {
-    if (SessionMirror* mirror = mirror_.load())
-      mirror->EndSession(session, why);
+    absl::ReaderMutexLock lock(&mu_);
+    if (mirror_ != nullptr) mirror_->EndSession(session, why);
   }
 
  private:
-  std::atomic<SessionMirror*> mirror_{nullptr};
+  absl::Mutex mu_;
+  SessionMirror* mirror_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace hrx::daemon

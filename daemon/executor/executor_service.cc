@@ -155,7 +155,12 @@ absl::StatusOr<uint64_t> ExecutorService::AskHrxd(
   }
   writer_.Send(event);
   absl::MutexLock lock(&asks_mu_);
-  asks_mu_.Await(absl::Condition(&pending.done));
+  if (!asks_mu_.AwaitWithTimeout(absl::Condition(&pending.done), kAskLimit)) {
+    asks_.erase(event.ask().ask());
+    return Refusal(Reason::kShuttingDown,
+                   "executor: hrxd did not answer about a handle. Fix: "
+                   "reconnect once hrxd answers.");
+  }
   return pending.answer;
 }
 

@@ -22,6 +22,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 #include "daemon/backend/remote/frame_io.h"
 #include "daemon/backend/remote/op_codec.h"
@@ -29,6 +30,10 @@
 #include "hrx/executor/v1/executor.pb.h"
 
 namespace hrx::executor {
+
+// How long a ring thread waits for hrxd's answer about a handle (hrxd
+// answers at once; past it hrxd is stopping or stuck).
+inline constexpr absl::Duration kAskLimit = absl::Seconds(60);
 
 class ExecutorService final : private backend::remote::LocalObjects {
  public:

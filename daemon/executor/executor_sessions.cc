@@ -37,7 +37,9 @@ absl::Status Broken(std::string_view what) {
 ExecutorSessions::ExecutorSessions(std::shared_ptr<backend::Backend> backend,
                                    Ask ask, RingEnded ring_ended,
                                    Released released)
-    : backend_(std::move(backend)),
+    : ring_ended_(std::move(ring_ended)),
+      released_(std::move(released)),
+      backend_(std::move(backend)),
       devices_(backend_),
       // The registry is never asked: sessions come from hrxd (InsertAt).
       sessions_(std::shared_ptr<daemon::TenantRegistry>(
@@ -47,9 +49,7 @@ ExecutorSessions::ExecutorSessions(std::shared_ptr<backend::Backend> backend,
       commands_(devices_, sessions_, queues_),
       graphs_(sessions_),
       events_(sessions_),
-      handles_(std::move(ask)),
-      ring_ended_(std::move(ring_ended)),
-      released_(std::move(released)) {}
+      handles_(std::move(ask)) {}
 
 ExecutorSessions::~ExecutorSessions() {
   absl::MutexLock lock(&mu_);
@@ -67,10 +67,12 @@ absl::Status ExecutorSessions::Open(const wire::OpenSession& open) {
   {
     absl::MutexLock lock(&mu_);
     std::shared_ptr<daemon::Tenant>& known = tenants_[open.tenant()];
+    const daemon::Limits limits = daemon::LimitsFromBudget(open.budget());
     if (known == nullptr) {
-      known = std::make_shared<daemon::Tenant>(
-          open.tenant(), daemon::Role::kClient,
-          daemon::LimitsFromBudget(open.budget()));
+      known = std::make_shared<daemon::Tenant>(open.tenant(),
+                                               daemon::Role::kClient, limits);
+    } else {
+      known->SetLimits(limits);  // an admin's change since the last session
     }
     tenant = known;
   }
@@ -114,7 +116,7 @@ void ExecutorSessions::End(const wire::EndSession& end) {
           kept->push_back(entry.plan);
         });
     ReleaseAfterQueuedWork(closing, end.session(), std::move(objects),
-                           std::move(kept));
+                           std::move(kept), cancelled);
     closing.streams.Clear([&](std::shared_ptr<daemon::StreamEntry> stream) {
       daemon::CloseStream(*stream, cancelled);
     });
@@ -132,6 +134,18 @@ absl::Status ExecutorSessions::Install(
   const shared::WireHandle handle = FromWire(object.handle());
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<daemon::Session> session,
                        sessions_.Find(handle.session));
+  // An installed handle is one hrxd holds now: whatever an older
+  // generation left in its slot (its free's revocation may still be on
+  // its way) is gone, released after the work that may use it.
+  if (!handles_.Seal(handle.session, handle.object).session) {
+    daemon::Deferred after;
+    {
+      absl::MutexLock lock(&session->mu);
+      RemoveAndRelease(*session, handle.session, handle.object,
+                       /*report_missing=*/false, after);
+    }
+    daemon::RunDeferred(after);
+  }
   absl::Status stored;
   if (object.has_buffer()) {
     HRX_ASSIGN_OR_RETURN(backend::MemoryRef memory,
@@ -173,49 +187,86 @@ absl::Status ExecutorSessions::Install(
 void ExecutorSessions::Revoke(const wire::Revoke& revoke) {
   handles_.Revoke(revoke.session(), revoke.object());
   auto session = sessions_.Find(revoke.session());
-  if (!session.ok()) return;
-  const shared::Handle handle = shared::Handle::Decode(revoke.object());
-  absl::MutexLock lock(&(*session)->mu);
-  if (handle.kind == shared::HandleKind::kBuffer) {
-    auto removed = (*session)->buffers.Remove(revoke.object(), "revoke");
-    if (!removed.ok()) return;
-    const uint64_t id = removed->memory->id();
-    (*session)->streams.ForEach(
-        [id](const std::shared_ptr<daemon::StreamEntry>& stream) {
-          stream->dispatch_cache.EvictMemory(id);
-          stream->transfer_cache.EvictMemory(id);
-        });
-    ReleaseAfterQueuedWork(**session, revoke.session(), {revoke.object()},
-                           removed->memory);
-  } else if (handle.kind == shared::HandleKind::kKernel) {
-    auto removed = (*session)->kernels.Remove(revoke.object(), "revoke");
-    if (!removed.ok()) return;
-    const backend::KernelRef kernel = removed->kernel;
-    (*session)->streams.ForEach(
-        [&](const std::shared_ptr<daemon::StreamEntry>& stream) {
-          stream->dispatch_cache.EvictIf(
-              [&](const backend::DispatchRef& dispatch) {
-                return dispatch->kernel == kernel;
-              });
-        });
-    ReleaseAfterQueuedWork(**session, revoke.session(), {revoke.object()},
-                           kernel);
-  } else if (handle.kind == shared::HandleKind::kGraphExec) {
-    auto removed = (*session)->graph_execs.Remove(revoke.object(), "revoke");
-    if (!removed.ok()) return;
-    ReleaseAfterQueuedWork(**session, revoke.session(), {revoke.object()},
-                           removed->plan);
+  if (!session.ok()) {
+    // Its end already reported everything it held.
+    released_(revoke.session(), {revoke.object()});
+    return;
   }
+  daemon::Deferred after;
+  {
+    absl::MutexLock lock(&(*session)->mu);
+    RemoveAndRelease(**session, revoke.session(), revoke.object(),
+                     /*report_missing=*/true, after);
+  }
+  daemon::RunDeferred(after);
 }
 
-void ExecutorSessions::ReleaseAfterQueuedWork(
-    daemon::Session& session, uint64_t id, std::vector<uint64_t> objects,
-    std::shared_ptr<const void> keep) {
+void ExecutorSessions::RemoveAndRelease(daemon::Session& session, uint64_t id,
+                                        uint64_t object, bool report_missing,
+                                        daemon::Deferred& after) {
+  // By slot: the generation there may be older than `object`'s.
+  const shared::Handle wanted = shared::Handle::Decode(object);
+  std::shared_ptr<const void> keep;
+  uint64_t found = 0;
+  auto take = [&](auto& table, auto keep_of) {
+    table.ForEachHandle([&](uint64_t handle, const auto&) {
+      if (shared::Handle::Decode(handle).slot == wanted.slot) found = handle;
+    });
+    if (found == 0) return;
+    auto removed = table.Remove(found, "revoke");
+    if (removed.ok()) keep = keep_of(*removed);
+  };
+  if (wanted.kind == shared::HandleKind::kBuffer) {
+    take(session.buffers, [](const daemon::BufferEntry& entry) {
+      return std::shared_ptr<const void>(entry.memory);
+    });
+    if (keep != nullptr) {
+      const uint64_t memory =
+          static_cast<const backend::Memory*>(keep.get())->id();
+      session.streams.ForEach(
+          [memory](const std::shared_ptr<daemon::StreamEntry>& stream) {
+            stream->dispatch_cache.EvictMemory(memory);
+            stream->transfer_cache.EvictMemory(memory);
+          });
+    }
+  } else if (wanted.kind == shared::HandleKind::kKernel) {
+    take(session.kernels, [](const daemon::KernelEntry& entry) {
+      return std::shared_ptr<const void>(entry.kernel);
+    });
+    if (keep != nullptr) {
+      const auto* kernel = static_cast<const backend::Kernel*>(keep.get());
+      session.streams.ForEach(
+          [kernel](const std::shared_ptr<daemon::StreamEntry>& stream) {
+            stream->dispatch_cache.EvictIf(
+                [kernel](const backend::DispatchRef& dispatch) {
+                  return dispatch->kernel.get() == kernel;
+                });
+          });
+    }
+  } else if (wanted.kind == shared::HandleKind::kGraphExec) {
+    take(session.graph_execs, [](const daemon::GraphExecEntry& entry) {
+      return std::shared_ptr<const void>(entry.plan);
+    });
+  }
+  // Reported even where nothing was held (an install that failed, or an
+  // older generation already replaced): hrxd keeps what it gave until then.
+  std::vector<uint64_t> objects;
+  if (report_missing || found == object) objects.push_back(object);
+  if (found != 0 && found != object) objects.push_back(found);
+  ReleaseAfterQueuedWork(session, id, std::move(objects), std::move(keep),
+                         after);
+}
+
+void ExecutorSessions::ReleaseAfterQueuedWork(daemon::Session& session,
+                                              uint64_t id,
+                                              std::vector<uint64_t> objects,
+                                              std::shared_ptr<const void> keep,
+                                              daemon::Deferred& after) {
   if (objects.empty()) return;
-  std::vector<std::pair<std::shared_ptr<backend::Queue>, backend::Fence>> waits;
+  std::vector<std::shared_ptr<daemon::StreamEntry>> streams;
   session.streams.ForEach(
       [&](const std::shared_ptr<daemon::StreamEntry>& stream) {
-        waits.emplace_back(stream->queue, stream->published);
+        streams.push_back(stream);
       });
   struct Pending {
     std::atomic<size_t> left;
@@ -223,7 +274,7 @@ void ExecutorSessions::ReleaseAfterQueuedWork(
     std::shared_ptr<const void> keep;
   };
   auto pending = std::make_shared<Pending>();
-  pending->left = waits.size() + 1;
+  pending->left = streams.size() + 1;
   pending->objects = std::move(objects);
   pending->keep = std::move(keep);
   auto one_done = [this, id, pending](absl::Status) {
@@ -231,10 +282,20 @@ void ExecutorSessions::ReleaseAfterQueuedWork(
     pending->keep.reset();
     released_(id, pending->objects);
   };
-  // Registered under the session's lock: a completion that runs inline
-  // takes no lock of the session's (it only reports).
-  for (auto& [queue, fence] : waits) queue->OnComplete(fence, one_done);
-  one_done(absl::OkStatus());
+  // In each stream's order: behind a batch suspended at the staging bound
+  // (its later steps may use the object), then after the stream's last
+  // fence at that point. Cancelled (the session closing), the batch
+  // enqueues nothing more, so its last fence is the one to wait for.
+  for (const auto& stream : streams) {
+    daemon::RunInOrder(
+        *stream,
+        [stream, one_done](absl::Status, daemon::Deferred& later) {
+          later.push_back([queue = stream->queue, fence = stream->published,
+                           one_done] { queue->OnComplete(fence, one_done); });
+        },
+        after);
+  }
+  after.push_back([one_done] { one_done(absl::OkStatus()); });
 }
 
 absl::Status ExecutorSessions::ServeRing(const wire::ServeRing& serve,
@@ -322,11 +383,12 @@ void ExecutorSessions::Ended(daemon::RingServer* ring) {
     if (it == rings_.end()) return;
     session = it->second.session;
     stream = it->second.stream;
-    // Destroyed here, under the lock, so the destructor's Await sees the
-    // ring gone only once it is.
+    // Told under the lock (a send never waits), so the destructor cannot
+    // finish while it is told; destroyed here, so the destructor's Await
+    // sees the ring gone only once it is.
+    ring_ended_(session, stream);
     rings_.erase(it);
   }
-  ring_ended_(session, stream);
 }
 
 }  // namespace hrx::executor

@@ -90,12 +90,25 @@ class ExecutorSessions {
  private:
   void Ended(daemon::RingServer* ring);  // from the ring's thread
   // Reports `objects` released once every stream of `session` has run what
-  // it had queued; `keep` (what the objects were) lives until then.
+  // it had queued, behind any batch suspended or parked on it; `keep` (what
+  // the objects were) lives until then. Registers on the queues from
+  // `after`, run once the session's lock is released.
   void ReleaseAfterQueuedWork(daemon::Session& session, uint64_t id,
                               std::vector<uint64_t> objects,
-                              std::shared_ptr<const void> keep)
+                              std::shared_ptr<const void> keep,
+                              daemon::Deferred& after)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(session.mu);
+  // Takes `object` out of `session`'s tables (whatever is installed in its
+  // slot, an older generation included, which hrxd no longer holds) and
+  // reports it released after the queued work that may use it.
+  // `report_missing`: report `object` even where nothing was installed.
+  void RemoveAndRelease(daemon::Session& session, uint64_t id, uint64_t object,
+                        bool report_missing, daemon::Deferred& after)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(session.mu);
 
+  // First: the units' queues call them as they drain.
+  const RingEnded ring_ended_;
+  const Released released_;
   std::shared_ptr<backend::Backend> backend_;
   daemon::SingleDevice devices_;
   daemon::SessionTable sessions_;
@@ -105,8 +118,6 @@ class ExecutorSessions {
   daemon::Events events_;
   daemon::RefusalCounter refusals_;
   InstalledHandles handles_;
-  const RingEnded ring_ended_;
-  const Released released_;
 
   mutable absl::Mutex mu_;
   // One per tenant: its ceilings as hrxd set them.

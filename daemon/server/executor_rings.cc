@@ -1,10 +1,14 @@
 #include "daemon/server/executor_rings.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_format.h"
 #include "daemon/backend/remote/remote_backend.h"
 #include "daemon/backend/remote/remote_queue.h"
+#include "daemon/stream/ring_server.h"
 #include "shared/handle.h"
 #include "shared/refusal.h"
 #include "shared/status_macros.h"
@@ -29,16 +33,50 @@ shared::WireHandle FromWire(const wire::SealedHandle& handle) {
 
 }  // namespace
 
+// Past this, a Released frame is no executor's honest report (it names at
+// most what one session had installed, bounded by the tenant's ceilings).
+constexpr int kMaxReleasedPerFrame = 1 << 16;
+// The longest `what` an ask may carry into a refusal hrxd echoes.
+constexpr size_t kMaxAskWhatBytes = 128;
+
 ExecutorRings::ExecutorRings(Core& core) : core_(core) {
+  {
+    absl::MutexLock lock(&gate_->mu);
+    gate_->self = this;
+  }
   core_.sessions().mirrors().Set(this);
 }
 
 ExecutorRings::~ExecutorRings() {
+  // No core thread is inside once this returns.
   core_.sessions().mirrors().Set(nullptr);
-  absl::MutexLock lock(&mu_);
-  for (const auto& weak : links_) {
-    if (auto link = weak.lock()) link->SetControlHandler(nullptr);
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& weak : links_) {
+      if (auto link = weak.lock()) link->SetControlHandler(nullptr);
+    }
   }
+  // Nor any delivery thread, which may have copied a handler before it was
+  // cleared.
+  absl::MutexLock lock(&gate_->mu);
+  gate_->self = nullptr;
+  gate_->mu.Await(absl::Condition(
+      +[](int* active) { return *active == 0; }, &gate_->active));
+}
+
+void ExecutorRings::Deliver(const std::shared_ptr<Gate>& gate,
+                            const std::weak_ptr<ExecutorLink>& link,
+                            const wire::Event& event) {
+  ExecutorRings* self;
+  {
+    absl::MutexLock lock(&gate->mu);
+    self = gate->self;
+    if (self == nullptr) return;
+    ++gate->active;
+  }
+  self->OnControl(link, event);
+  absl::MutexLock lock(&gate->mu);
+  --gate->active;
 }
 
 std::shared_ptr<ExecutorLink> ExecutorRings::LinkOf(uint64_t session,
@@ -69,13 +107,20 @@ absl::Status ExecutorRings::OpenThere(const std::shared_ptr<ExecutorLink>& link,
       it = served_.emplace(session, std::move(fresh)).first;
     }
     order = it->second.order;
+    // Links of executors gone since are forgotten here.
+    links_.erase(std::remove_if(links_.begin(), links_.end(),
+                                [](const std::weak_ptr<ExecutorLink>& weak) {
+                                  return weak.expired();
+                                }),
+                 links_.end());
     bool known = false;
     for (const auto& weak : links_) known = known || weak.lock() == link;
     if (!known) {
       links_.push_back(link);
       std::weak_ptr<ExecutorLink> weak = link;
-      link->SetControlHandler(
-          [this, weak](const wire::Event& event) { OnControl(weak, event); });
+      link->SetControlHandler([gate = gate_, weak](const wire::Event& event) {
+        Deliver(gate, weak, event);
+      });
     }
   }
   // One opening per session at a time, under its own lock (never hrxd's
@@ -109,7 +154,10 @@ absl::Status ExecutorRings::OpenThere(const std::shared_ptr<ExecutorLink>& link,
     }
     if (still_here) {
       it->second.opened = true;
-      return absl::OkStatus();
+      // A close that ran before the entry existed told nobody here: the
+      // session is gone from hrxd's table by then, so look again.
+      if (core_.sessions().Find(session).ok()) return absl::OkStatus();
+      served_.erase(it);
     }
   }
   // It ended while it was being opened there: end it there too.
@@ -127,8 +175,10 @@ absl::Status ExecutorRings::HandOver(const std::shared_ptr<ExecutorLink>& link,
                                      uint64_t session,
                                      const hrx::v1::Handle& sealed,
                                      uint64_t stream_id,
-                                     shared::UniqueFd region,
+                                     shared::UniqueFd region, void* base,
                                      uint64_t region_bytes, ChargeRef hold) {
+  auto handed =
+      std::make_shared<HandedRing>(std::move(hold), base, region_bytes);
   HRX_RETURN_IF_ERROR(OpenThere(link, session));
   wire::Request request;
   wire::ServeRing* serve = request.mutable_serve_ring();
@@ -146,8 +196,9 @@ absl::Status ExecutorRings::HandOver(const std::shared_ptr<ExecutorLink>& link,
   }
   absl::MutexLock lock(&mu_);
   auto it = served_.find(session);
-  // Ended meanwhile: the hold goes now.
-  if (it != served_.end()) it->second.holds.push_back(std::move(hold));
+  // Ended meanwhile: the hold goes now (the executor's ring ends with it).
+  if (it != served_.end())
+    it->second.holds[sealed.object()] = std::move(handed);
   return absl::OkStatus();
 }
 
@@ -165,19 +216,23 @@ void ExecutorRings::Revoke(uint64_t session, uint64_t object) {
   request.mutable_revoke()->set_session(session);
   request.mutable_revoke()->set_object(object);
   absl::MutexLock ordered(order.get());
-  // Answered once no table there opens it; a lost executor holds nothing
-  // (its sessions end with it).
-  (void)link->Call(std::move(request));
-  absl::MutexLock lock(&mu_);
-  auto it = served_.find(session);
-  if (it == served_.end()) return;
-  auto installed = it->second.installed.find(object);
-  if (installed == it->second.installed.end()) return;
-  // Its queued work there may still use it: kept until released.
-  if (link->lost().ok()) {
-    releasing_[{session, object}] = Releasing{link, installed->second};
+  {
+    // Set aside before the executor hears of it (its Released may come
+    // before its reply): kept until the executor reports it released, as
+    // it does for every revocation, held or not.
+    absl::MutexLock lock(&mu_);
+    auto it = served_.find(session);
+    if (it == served_.end()) return;
+    auto installed = it->second.installed.find(object);
+    if (installed != it->second.installed.end()) {
+      releasing_[{session, object}].push_back(
+          Releasing{link, std::move(installed->second)});
+      it->second.installed.erase(installed);
+    }
   }
-  it->second.installed.erase(installed);
+  // Answered once no table there opens it; a lost executor holds nothing
+  // (its sessions end with it, and what it was given is let go then).
+  (void)link->Call(std::move(request));
 }
 
 bool ExecutorRings::CallEvent(uint64_t session, uint64_t event,
@@ -205,7 +260,7 @@ bool ExecutorRings::CallEvent(uint64_t session, uint64_t event,
 
 void ExecutorRings::DropLost() {
   absl::erase_if(releasing_, [](const auto& entry) {
-    auto link = entry.second.link.lock();
+    auto link = entry.second.front().link.lock();
     return link == nullptr || !link->lost().ok();
   });
 }
@@ -237,8 +292,16 @@ void ExecutorRings::EndSession(uint64_t session, const absl::Status& why) {
     // session's queued work.
     if (ended.link->lost().ok()) {
       for (auto& [object, keep] : ended.installed) {
-        releasing_[{session, object}] = Releasing{ended.link, std::move(keep)};
+        releasing_[{session, object}].push_back(
+            Releasing{ended.link, std::move(keep)});
       }
+    }
+  }
+  // A lost executor ended its rings without a word to their clients: hrxd
+  // tells them why (otherwise the executor's own ring ends them).
+  if (!ended.link->lost().ok()) {
+    for (const auto& [stream, ring] : ended.holds) {
+      FinishRingRegion(ring->base, ended.link->lost());
     }
   }
   for (EventDone& done : unanswered) {
@@ -253,6 +316,20 @@ void ExecutorRings::EndSession(uint64_t session, const absl::Status& why) {
   end->set_code(static_cast<int>(why.code()));
   end->set_message(std::string(why.message()));
   if (ended.link->lost().ok()) ended.link->Post(request);
+}
+
+ExecutorRings::HandedRing::~HandedRing() { munmap(base, bytes); }
+
+void ExecutorRings::StopAll() {
+  absl::MutexLock lock(&mu_);
+  const absl::Status stopping =
+      Refusal(Reason::kShuttingDown,
+              "hrxd is stopping. Fix: reconnect once it has restarted.");
+  for (const auto& [session, served] : served_) {
+    for (const auto& [stream, ring] : served.holds) {
+      FinishRingRegion(ring->base, stopping);
+    }
+  }
 }
 
 size_t ExecutorRings::sessions() const {
@@ -285,29 +362,47 @@ void ExecutorRings::OnControl(const std::weak_ptr<ExecutorLink>& weak,
     return;
   }
   if (event.has_released()) {
+    if (event.released().objects_size() > kMaxReleasedPerFrame) {
+      link->Lose(Refusal(
+          Reason::kExecutorLost,
+          absl::StrFormat("the executor reported %d objects released at "
+                          "once (at most %d) and was killed. Fix: none (a "
+                          "broken or hostile executor).",
+                          event.released().objects_size(),
+                          kMaxReleasedPerFrame)));
+      return;
+    }
     std::vector<std::shared_ptr<const void>> going;  // let go outside the lock
     absl::MutexLock lock(&mu_);
     for (uint64_t object : event.released().objects()) {
       auto it = releasing_.find({event.released().session(), object});
-      // Only what this executor was given.
-      if (it == releasing_.end() || it->second.link.lock() != link) continue;
-      going.push_back(std::move(it->second.keep));
-      releasing_.erase(it);
+      // Only what this executor was given, oldest revocation first.
+      if (it == releasing_.end() || it->second.front().link.lock() != link) {
+        continue;
+      }
+      going.push_back(std::move(it->second.front().keep));
+      it->second.pop_front();
+      if (it->second.empty()) releasing_.erase(it);
     }
     return;
   }
   if (event.has_ring_ended()) {
     const wire::RingEnded& ended = event.ring_ended();
+    std::shared_ptr<HandedRing> hold;  // given back outside the lock
     {
       absl::MutexLock lock(&mu_);
       auto it = served_.find(ended.session());
-      // Only a session this executor serves: another's streams are not
-      // its to end.
+      // Only a stream hrxd handed to this executor: no other stream is its
+      // to end.
       if (it == served_.end() || it->second.link != link) return;
+      auto held = it->second.holds.find(ended.stream());
+      if (held == it->second.holds.end()) return;
+      hold = std::move(held->second);
+      it->second.holds.erase(held);
     }
-    // hrxd's side of the stream (its handle, its stream charge) goes; the
-    // region's charge stays with the session (an executor's word cannot
-    // release it).
+    // hrxd's side of the stream (its handle, its stream charge) and the
+    // region's charge go, as when hrxd's own ring ends. (An executor that
+    // says so early gives back only its own tenant's charges.)
     core_.commands().DestroyStream(ended.session(), ended.stream(),
                                    [](absl::Status) {});
   }
@@ -372,7 +467,12 @@ ExecutorRings::Describe(const std::shared_ptr<ExecutorLink>& link,
 }
 
 void ExecutorRings::Answer(const std::shared_ptr<ExecutorLink>& link,
-                           const wire::Ask& ask) {
+                           const wire::Ask& asked) {
+  // Its `what` is echoed in refusals: bounded, so no ask makes a large
+  // answer.
+  wire::Ask ask = asked;
+  if (ask.what().size() > kMaxAskWhatBytes)
+    ask.mutable_what()->resize(kMaxAskWhatBytes);
   std::shared_ptr<absl::Mutex> order;
   {
     absl::MutexLock lock(&mu_);
@@ -399,18 +499,30 @@ void ExecutorRings::Answer(const std::shared_ptr<ExecutorLink>& link,
   // after this description reaches the executor after this answer.
   absl::MutexLock ordered(order.get());
   auto described = Describe(link, ask);
-  if (described.ok()) {
-    *answer->mutable_install() = std::move(described->first);
-    absl::MutexLock lock(&mu_);
-    auto it = served_.find(ask.session());
-    if (it != served_.end()) {
-      it->second.installed[ask.handle().object()] =
-          std::move(described->second);
-    }
-  } else {
+  if (!described.ok()) {
     answer->set_code(static_cast<int>(described.status().code()));
     answer->set_message(std::string(described.status().message()));
+    link->Post(request);
+    return;
   }
+  std::shared_ptr<const void> replaced;  // let go outside the lock
+  absl::MutexLock lock(&mu_);
+  auto it = served_.find(ask.session());
+  if (it == served_.end()) {
+    // Ended since it was described: nothing to install, and the executor
+    // hears of the end.
+    const absl::Status ended =
+        Refusal(Reason::kSessionClosed,
+                "executor ask: the session ended. Fix: open a new session.");
+    answer->set_code(static_cast<int>(ended.code()));
+    answer->set_message(std::string(ended.message()));
+  } else {
+    *answer->mutable_install() = std::move(described->first);
+    replaced = std::exchange(it->second.installed[ask.handle().object()],
+                             std::move(described->second));
+  }
+  // Sent under the lock (a send never waits), so a session's end, which
+  // takes it, reaches the executor after this answer, never before.
   link->Post(request);
 }
 

@@ -23,6 +23,7 @@
 #define HRX_DAEMON_SERVER_EXECUTOR_RINGS_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -56,10 +57,16 @@ class ExecutorRings final : public SessionMirror {
   // StreamEntry id `stream_id`) of `session` to `link`'s executor, which
   // serves `region` from now on. `hold` (the region's charge) is kept until
   // the session ends. Opens the session there first.
+  // (hrxd's stream object is `sealed.object()`.)
+  // `base` is hrxd's mapping of the region (unmapped when the ring ends).
   absl::Status HandOver(
       const std::shared_ptr<backend::remote::ExecutorLink>& link,
       uint64_t session, const hrx::v1::Handle& sealed, uint64_t stream_id,
-      shared::UniqueFd region, uint64_t region_bytes, ChargeRef hold);
+      shared::UniqueFd region, void* base, uint64_t region_bytes,
+      ChargeRef hold);
+  // hrxd is stopping: every ring an executor serves tells its client
+  // (shutting_down), as hrxd's own rings do.
+  void StopAll();
 
   // Puts a client's event call to the executor serving `session`'s rings
   // (events recorded on them live there); `done` gets its answer, on a
@@ -79,13 +86,25 @@ class ExecutorRings final : public SessionMirror {
   size_t releasing() const;
 
  private:
+  // A ring handed to an executor, as hrxd keeps it.
+  struct HandedRing {
+    HandedRing(ChargeRef charge, void* base, uint64_t bytes)
+        : charge(std::move(charge)), base(base), bytes(bytes) {}
+    ~HandedRing();  // unmaps
+    ChargeRef charge;
+    void* const base;
+    const uint64_t bytes;
+  };
   // A session handed to an executor.
   struct Served {
     std::shared_ptr<backend::remote::ExecutorLink> link;
     // Orders this session's answers and revocations on the link.
     std::shared_ptr<absl::Mutex> order;
-    std::vector<ChargeRef> holds;  // its rings' regions
-    bool opened = false;           // the executor has it
+    // Its rings, by hrxd's stream object: the region's charge (given back
+    // when the ring ends there) and hrxd's mapping of it, through which
+    // hrxd ends the ring for its client if the executor is lost with it.
+    absl::flat_hash_map<uint64_t, std::shared_ptr<HandedRing>> holds;
+    bool opened = false;  // the executor has it
     // What the executor was told each installed object is: kept (its
     // memory not reused, its charge held) until the executor reports that
     // no queued work uses it.
@@ -96,6 +115,17 @@ class ExecutorRings final : public SessionMirror {
     std::weak_ptr<backend::remote::ExecutorLink> link;
     std::shared_ptr<const void> keep;
   };
+  // What the links' control handlers hold: a delivery thread that copied
+  // a handler just before it was cleared finds `self` null, and the
+  // destructor waits for calls in progress.
+  struct Gate {
+    absl::Mutex mu;
+    ExecutorRings* self ABSL_GUARDED_BY(mu) = nullptr;
+    int active ABSL_GUARDED_BY(mu) = 0;
+  };
+  static void Deliver(const std::shared_ptr<Gate>& gate,
+                      const std::weak_ptr<backend::remote::ExecutorLink>& link,
+                      const hrx::executor::v1::Event& event);
   // Lets go of what lost executors will never release.
   void DropLost() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -116,9 +146,12 @@ class ExecutorRings final : public SessionMirror {
   Core& core_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, Served> served_ ABSL_GUARDED_BY(mu_);
-  // By session and object.
-  absl::flat_hash_map<std::pair<uint64_t, uint64_t>, Releasing> releasing_
-      ABSL_GUARDED_BY(mu_);
+  // By session and object, oldest revocation first (a graph exec can be
+  // installed and revoked more than once; its executor releases them in
+  // that order).
+  absl::flat_hash_map<std::pair<uint64_t, uint64_t>, std::deque<Releasing>>
+      releasing_ ABSL_GUARDED_BY(mu_);
+  const std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
   // Event calls waiting for their executor's answer, by call id.
   struct EventCallWaiting {
     uint64_t session = 0;

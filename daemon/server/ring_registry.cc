@@ -118,9 +118,9 @@ absl::StatusOr<OpenedRing> RingRegistry::OpenInExecutor(const Caller& caller,
     }
   }
   HRX_ASSIGN_OR_RETURN(RingRegion region, CreateRingRegion("open ring"));
-  // The executor maps the region itself; hrxd keeps only the descriptor
-  // it hands to the client.
-  munmap(region.base, region.bytes);
+  // The executor maps the region itself; hrxd keeps its own mapping only
+  // to end the ring for its client if the executor is lost with it.
+  absl::Cleanup unmap = [&] { munmap(region.base, region.bytes); };
   HRX_ASSIGN_OR_RETURN(StreamInfo stream,
                        core_.commands().CreateStream(caller.session()));
   absl::Cleanup destroy = [&] {
@@ -147,9 +147,12 @@ absl::StatusOr<OpenedRing> RingRegistry::OpenInExecutor(const Caller& caller,
   caller.Seal(stream.handle, &sealed);
   // Handed over before the client can reach the region: the executor reads
   // its layout as hrxd wrote it.
-  HRX_RETURN_IF_ERROR(executor_rings_->HandOver(link, caller.session(), sealed,
-                                                stream.id, std::move(copy),
-                                                bytes, std::move(charge)));
+  // From here the handed-over ring owns hrxd's mapping (HandOver unmaps
+  // it when it fails).
+  std::move(unmap).Cancel();
+  HRX_RETURN_IF_ERROR(executor_rings_->HandOver(
+      link, caller.session(), sealed, stream.id, std::move(copy), region.base,
+      bytes, std::move(charge)));
   HRX_ASSIGN_OR_RETURN(
       std::string ticket,
       core_.sharing().IssueTicket(caller.session(), std::move(region.fd)));
@@ -158,6 +161,7 @@ absl::StatusOr<OpenedRing> RingRegistry::OpenInExecutor(const Caller& caller,
 }
 
 void RingRegistry::StopAll() {
+  if (executor_rings_ != nullptr) executor_rings_->StopAll();
   absl::MutexLock lock(&mu_);
   shutting_down_ = true;
   // Stopped under the lock: a ring removes itself only through Ended,

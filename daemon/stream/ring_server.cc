@@ -104,16 +104,22 @@ void RingServer::StopForShutdown() {
                "hrxd is stopping. Fix: reconnect once it has restarted."));
 }
 
-void RingServer::Finish(const absl::Status& status) {
-  if (finish_told_.exchange(true)) return;
+void FinishRingRegion(void* base, const absl::Status& status) {
+  auto& header = *static_cast<shared::RingHeader*>(base);
+  if (header.finished.load() != 0) return;
   const absl::string_view message = status.message();
   const size_t bytes =
       std::min<size_t>(message.size(), shared::kRingFinishMessageBytes);
-  if (bytes > 0) std::memcpy(header().finish_message, message.data(), bytes);
-  header().finish_message_bytes = static_cast<uint32_t>(bytes);
-  header().finish_code.store(static_cast<int32_t>(status.code()));
-  header().finished.store(1);
-  shared::RingDoorbell(header().client_bell);
+  if (bytes > 0) std::memcpy(header.finish_message, message.data(), bytes);
+  header.finish_message_bytes = static_cast<uint32_t>(bytes);
+  header.finish_code.store(static_cast<int32_t>(status.code()));
+  header.finished.store(1);
+  shared::RingDoorbell(header.client_bell);
+}
+
+void RingServer::Finish(const absl::Status& status) {
+  if (finish_told_.exchange(true)) return;
+  FinishRingRegion(base_, status);
 }
 
 void RingServer::Serve() {

@@ -74,6 +74,11 @@ struct RingRegion {
   uint64_t bytes = 0;
 };
 absl::StatusOr<RingRegion> CreateRingRegion(std::string_view what);
+// Marks the ring at `base` finished with `status` (code and message) and
+// wakes its client, unless it is finished already: what a ring's server
+// does at its end, and what its region's creator does for it when the
+// server is gone (an executor lost with the ring it served).
+void FinishRingRegion(void* base, const absl::Status& status);
 
 class RingServer final : public StreamConversation {
  public:

@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -41,6 +42,13 @@ void FrameWriter::Send(const google::protobuf::MessageLite& message,
     }
     if (frame.sent == frame.bytes.size()) return;
   }
+  if (queued_bytes_ + frame.bytes.size() > kMaxQueuedFrameBytes) {
+    healthy_ = false;
+    queue_.clear();
+    shutdown(socket_, SHUT_RDWR);
+    return;
+  }
+  queued_bytes_ += frame.bytes.size();
   queue_.push_back(std::move(frame));
 }
 
@@ -63,6 +71,8 @@ void FrameWriter::Run() {
       writing_ = true;  // Send queues behind this batch meanwhile
     }
     bool healthy = true;
+    size_t batch_bytes = 0;
+    for (Frame& frame : batch) batch_bytes += frame.bytes.size();
     for (Frame& frame : batch) {
       if (Write(frame, 0)) continue;
       healthy = false;
@@ -70,9 +80,11 @@ void FrameWriter::Run() {
     }
     absl::MutexLock lock(&mu_);
     writing_ = false;
+    queued_bytes_ -= std::min(queued_bytes_, batch_bytes);
     if (!healthy) {
       healthy_ = false;
       queue_.clear();
+      queued_bytes_ = 0;
     }
   }
 }

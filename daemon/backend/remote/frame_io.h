@@ -27,6 +27,11 @@ inline constexpr size_t kMaxPendingFds = 8;
 // without blocking (the common case, and one thread wake less per round
 // trip); the rest is written by the writer's own thread, in order.
 // Thread-safe.
+// Bytes a FrameWriter holds for a peer that does not read: past it the
+// peer is cut off (the socket shut down, so its reader sees the end), never
+// hrxd's memory spent on it.
+inline constexpr size_t kMaxQueuedFrameBytes = size_t{256} << 20;
+
 class FrameWriter {
  public:
   explicit FrameWriter(int socket);  // not owned; must outlive the writer
@@ -37,7 +42,8 @@ class FrameWriter {
   // Queues `message` (and `fd`, sent with it and then closed here).
   void Send(const google::protobuf::MessageLite& message,
             shared::UniqueFd fd = shared::UniqueFd());
-  // False once a send failed (the peer is gone); later frames are dropped.
+  // False once a send failed (the peer is gone) or the peer left more than
+  // kMaxQueuedFrameBytes unread; later frames are dropped.
   bool healthy() const;
 
  private:
@@ -57,7 +63,8 @@ class FrameWriter {
   std::deque<Frame> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool healthy_ ABSL_GUARDED_BY(mu_) = true;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;  // the thread has a batch out
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;     // the thread has a batch out
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // queued or in a batch
   std::thread thread_;
 };
 
