@@ -53,8 +53,8 @@ ABSL_FLAG(bool, executors, true,
           "inside hrxd, kernels included)");
 ABSL_FLAG(bool, executor_rings, false,
           "serve the rings of tenants whose work runs in an executor from "
-          "that executor, not from hrxd (in progress: buffers and kernels "
-          "only; docs/architecture.md, \"Executors\")");
+          "that executor, not from hrxd (in progress: see "
+          "docs/architecture.md, \"Executors\", for what is served there)");
 ABSL_FLAG(std::string, executor_user, "nobody",
           "the user executors run as when hrxd runs as root and "
           "--executor_uid_base is 0");
