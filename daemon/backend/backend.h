@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "daemon/backend/prepared_slot.h"
 #include "shared/kernel_signature.h"
 
@@ -200,6 +201,10 @@ class Queue {
   // thread while it spins), so a completion needs no other thread's wake-up.
   // Returns whether anything was retired.
   virtual bool Poll() { return false; }
+  // How long issued work has been outstanding without a fence completing
+  // (zero when everything issued has completed): what a watchdog judges a
+  // hung kernel by.
+  virtual absl::Duration StalledSince(absl::Time now) const = 0;
 };
 
 class Backend {

@@ -20,6 +20,11 @@ class Countdown {
  public:
   Countdown(size_t count, DoneCallback done)
       : remaining_(count), done_(std::move(done)) {}
+  // Expects `count` more arrivals; only before the last one.
+  void Add(size_t count) {
+    absl::MutexLock lock(&mu_);
+    remaining_ += count;
+  }
   void Arrive(absl::Status status) {
     absl::Status first_error;
     {
@@ -226,7 +231,16 @@ void Core::CloseSession(uint64_t session, CloseDone done, CloseCause cause) {
                                   (*removed)->tenant->name()));
     sessions_.Bury(session, why);
   }
-  sessions_.mirrors().EndSession(session, why);
+  // Done once the work queued for it has run wherever it runs: in hrxd's
+  // queues (the waits below), and in an executor serving its rings, whose
+  // copy ends after its own queues' work (so what the session held is
+  // released, and its usage back, when the close is answered). One arrival
+  // is held until the waits are counted.
+  auto closed = std::make_shared<CloseSummary>();
+  auto countdown = std::make_shared<Countdown>(
+      2, [closed, done = std::move(done)](absl::Status) { done(*closed); });
+  sessions_.mirrors().EndSession(
+      session, why, [countdown] { countdown->Arrive(absl::OkStatus()); });
   std::shared_ptr<Session> closing = *std::move(removed);
   // Its grants and unredeemed tickets go with its handle.
   sharing_.ForgetSession(session);
@@ -244,17 +258,15 @@ void Core::CloseSession(uint64_t session, CloseDone done, CloseCause cause) {
           .empty()) {
     watcher_->Unwatch(pid);
   }
-  const CloseSummary summary = remains.summary;
-  if (remains.waits.empty()) return done(summary);
+  *closed = remains.summary;
   // A failed queue (a kernel fault, a lost executor) has ended the work
   // too: the close is done, whatever the work's own outcome.
-  auto countdown = std::make_shared<Countdown>(
-      remains.waits.size(),
-      [summary, done = std::move(done)](absl::Status) { done(summary); });
+  countdown->Add(remains.waits.size());
   for (auto& [queue, fence] : remains.waits) {
     queue->OnComplete(
         fence, [countdown](absl::Status status) { countdown->Arrive(status); });
   }
+  countdown->Arrive(absl::OkStatus());
 }
 
 void Core::WatchEviction(uint64_t session,

@@ -169,6 +169,14 @@ uint32_t QueuePool::created() const {
   return created_;
 }
 
+absl::Duration QueuePool::LongestStall(absl::Time now) const {
+  absl::Duration longest = absl::ZeroDuration();
+  for (const QueueLease& queue : AllQueues()) {
+    longest = std::max(longest, queue->StalledSince(now));
+  }
+  return longest;
+}
+
 void QueuePool::DrainAll() {
   const std::vector<QueueLease> queues = AllQueues();
   for (const QueueLease& queue : queues) {

@@ -69,6 +69,10 @@ class QueuePool {
   // outside 1..kMaxQueueCount.
   absl::Status SetCapacity(uint32_t count);
 
+  // The longest any queue has had work outstanding without a fence
+  // completing (zero when every queue is idle): see Queue::StalledSince.
+  absl::Duration LongestStall(absl::Time now) const;
+
   // Waits until everything enqueued so far on every queue has completed.
   void DrainAll();
   // As DrainAll, but gives up after `limit`: false when some queue still had

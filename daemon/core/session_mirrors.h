@@ -9,6 +9,7 @@
 #define HRX_DAEMON_CORE_SESSION_MIRRORS_H_
 
 #include <cstdint>
+#include <functional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -23,8 +24,12 @@ class SessionMirror {
   // opens it any more (or its holder is lost).
   virtual void Revoke(uint64_t session, uint64_t object) = 0;
   // `session` ended: `why` is what a call still naming it hears (OK: its
-  // client closed it). Does not wait.
-  virtual void EndSession(uint64_t session, const absl::Status& why) = 0;
+  // client closed it). Does not wait: `ended` runs once the copies' work
+  // queued for the session has run and what it held is released (or their
+  // holder is lost), at once where nothing mirrors it; on any thread, never
+  // under the caller's locks.
+  virtual void EndSession(uint64_t session, const absl::Status& why,
+                          std::function<void()> ended) = 0;
 };
 
 // The core's way to its mirror, set once by whoever serves sessions
@@ -43,9 +48,15 @@ class SessionMirrors final : public SessionMirror {
     absl::ReaderMutexLock lock(&mu_);
     if (mirror_ != nullptr) mirror_->Revoke(session, object);
   }
-  void EndSession(uint64_t session, const absl::Status& why) override {
-    absl::ReaderMutexLock lock(&mu_);
-    if (mirror_ != nullptr) mirror_->EndSession(session, why);
+  void EndSession(uint64_t session, const absl::Status& why,
+                  std::function<void()> ended) override {
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      if (mirror_ != nullptr) {
+        return mirror_->EndSession(session, why, std::move(ended));
+      }
+    }
+    ended();
   }
 
  private:

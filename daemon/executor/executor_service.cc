@@ -41,9 +41,11 @@ ExecutorService::ExecutorService(backend::Backend& backend, int socket)
         event.mutable_ring_ended()->set_stream(stream);
         writer_.Send(event);
       },
-      [this](uint64_t session, const std::vector<uint64_t>& objects) {
+      [this](uint64_t session, const std::vector<uint64_t>& objects,
+             bool session_ended) {
         wire::Event event;
         event.mutable_released()->set_session(session);
+        event.mutable_released()->set_session_ended(session_ended);
         for (uint64_t object : objects) {
           event.mutable_released()->add_objects(object);
         }
@@ -85,7 +87,10 @@ void ExecutorService::Serve() {
       Request request;
       if (!request.ParseFromString(bytes)) break;
       if (request.has_ping()) {
-        Reply(request.id(), absl::OkStatus());
+        wire::Reply pong;
+        pong.set_ring_stall_ms(static_cast<uint64_t>(
+            absl::ToInt64Milliseconds(sessions_->LongestStall(absl::Now()))));
+        Reply(request.id(), absl::OkStatus(), std::move(pong));
         continue;
       }
       // The descriptor a request carries is taken here, in frame order

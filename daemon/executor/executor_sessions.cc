@@ -84,7 +84,12 @@ absl::Status ExecutorSessions::Open(const wire::OpenSession& open) {
 void ExecutorSessions::End(const wire::EndSession& end) {
   handles_.RevokeSession(end.session());
   auto removed = sessions_.Remove(end.session(), "end session");
-  if (!removed.ok()) return;
+  if (!removed.ok()) {
+    // Never opened here (or ended already): nothing of it runs here, and
+    // hrxd's close waits for the word.
+    released_(end.session(), {}, /*session_ended=*/true);
+    return;
+  }
   if (end.code() != 0) {
     sessions_.Bury(
         end.session(),
@@ -116,7 +121,7 @@ void ExecutorSessions::End(const wire::EndSession& end) {
           kept->push_back(entry.plan);
         });
     ReleaseAfterQueuedWork(closing, end.session(), std::move(objects),
-                           std::move(kept), cancelled);
+                           std::move(kept), /*session_ended=*/true, cancelled);
     closing.streams.Clear([&](std::shared_ptr<daemon::StreamEntry> stream) {
       daemon::CloseStream(*stream, cancelled);
     });
@@ -189,7 +194,7 @@ void ExecutorSessions::Revoke(const wire::Revoke& revoke) {
   auto session = sessions_.Find(revoke.session());
   if (!session.ok()) {
     // Its end already reported everything it held.
-    released_(revoke.session(), {revoke.object()});
+    released_(revoke.session(), {revoke.object()}, /*session_ended=*/false);
     return;
   }
   daemon::Deferred after;
@@ -254,15 +259,16 @@ void ExecutorSessions::RemoveAndRelease(daemon::Session& session, uint64_t id,
   if (report_missing || found == object) objects.push_back(object);
   if (found != 0 && found != object) objects.push_back(found);
   ReleaseAfterQueuedWork(session, id, std::move(objects), std::move(keep),
-                         after);
+                         /*session_ended=*/false, after);
 }
 
 void ExecutorSessions::ReleaseAfterQueuedWork(daemon::Session& session,
                                               uint64_t id,
                                               std::vector<uint64_t> objects,
                                               std::shared_ptr<const void> keep,
+                                              bool session_ended,
                                               daemon::Deferred& after) {
-  if (objects.empty()) return;
+  if (objects.empty() && !session_ended) return;
   std::vector<std::shared_ptr<daemon::StreamEntry>> streams;
   session.streams.ForEach(
       [&](const std::shared_ptr<daemon::StreamEntry>& stream) {
@@ -277,10 +283,10 @@ void ExecutorSessions::ReleaseAfterQueuedWork(daemon::Session& session,
   pending->left = streams.size() + 1;
   pending->objects = std::move(objects);
   pending->keep = std::move(keep);
-  auto one_done = [this, id, pending](absl::Status) {
+  auto one_done = [this, id, pending, session_ended](absl::Status) {
     if (pending->left.fetch_sub(1) != 1) return;
     pending->keep.reset();
-    released_(id, pending->objects);
+    released_(id, pending->objects, session_ended);
   };
   // In each stream's order: behind a batch suspended at the staging bound
   // (its later steps may use the object), then after the stream's last
@@ -367,6 +373,10 @@ void ExecutorSessions::CallEvent(
     default:
       return done(Broken("an event call of no kind"));
   }
+}
+
+absl::Duration ExecutorSessions::LongestStall(absl::Time now) const {
+  return queues_.LongestStall(now);
 }
 
 size_t ExecutorSessions::rings() const {

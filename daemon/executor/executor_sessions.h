@@ -62,9 +62,11 @@ class ExecutorSessions {
   // A ring ended here (`stream` is hrxd's handle object for its stream).
   using RingEnded = std::function<void(uint64_t session, uint64_t stream)>;
   // Objects of `session` revoked here that no queued work uses any more
-  // (hrxd keeps their memory and charges until then).
-  using Released = std::function<void(uint64_t session,
-                                      const std::vector<uint64_t>& objects)>;
+  // (hrxd keeps their memory and charges until then); `session_ended`: the
+  // last report of an ended session, after all its queued work.
+  using Released =
+      std::function<void(uint64_t session, const std::vector<uint64_t>& objects,
+                         bool session_ended)>;
 
   ExecutorSessions(std::shared_ptr<backend::Backend> backend, Ask ask,
                    RingEnded ring_ended, Released released);
@@ -86,17 +88,22 @@ class ExecutorSessions {
 
   // Rings served now.
   size_t rings() const;
+  // The longest the queues of the rings served here have had work
+  // outstanding without progress: hrxd's watchdog sees this work only
+  // through it (reported with each ping's answer). Any thread.
+  absl::Duration LongestStall(absl::Time now) const;
 
  private:
   void Ended(daemon::RingServer* ring);  // from the ring's thread
   // Reports `objects` released once every stream of `session` has run what
   // it had queued, behind any batch suspended or parked on it; `keep` (what
   // the objects were) lives until then. Registers on the queues from
-  // `after`, run once the session's lock is released.
+  // `after`, run once the session's lock is released. `session_ended`: the
+  // session's end, reported even with no objects.
   void ReleaseAfterQueuedWork(daemon::Session& session, uint64_t id,
                               std::vector<uint64_t> objects,
                               std::shared_ptr<const void> keep,
-                              daemon::Deferred& after)
+                              bool session_ended, daemon::Deferred& after)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(session.mu);
   // Takes `object` out of `session`'s tables (whatever is installed in its
   // slot, an older generation included, which hrxd no longer holds) and

@@ -58,15 +58,25 @@ ExecutorRings::~ExecutorRings() {
   }
   // Nor any delivery thread, which may have copied a handler before it was
   // cleared.
-  absl::MutexLock lock(&gate_->mu);
-  gate_->self = nullptr;
-  gate_->mu.Await(absl::Condition(
-      +[](int* active) { return *active == 0; }, &gate_->active));
+  {
+    absl::MutexLock lock(&gate_->mu);
+    gate_->self = nullptr;
+    gate_->mu.Await(absl::Condition(
+        +[](int* active) { return *active == 0; }, &gate_->active));
+  }
+  // hrxd is stopping: closes still waiting for an executor's word are done
+  // (the executors go with hrxd).
+  absl::flat_hash_map<uint64_t, Ending> ending;
+  {
+    absl::MutexLock lock(&mu_);
+    ending.swap(ending_);
+  }
+  for (auto& [session, waiting] : ending) waiting.ended();
 }
 
-void ExecutorRings::Deliver(const std::shared_ptr<Gate>& gate,
-                            const std::weak_ptr<ExecutorLink>& link,
-                            const wire::Event& event) {
+void ExecutorRings::ThroughGate(
+    const std::shared_ptr<Gate>& gate,
+    const std::function<void(ExecutorRings&)>& call) {
   ExecutorRings* self;
   {
     absl::MutexLock lock(&gate->mu);
@@ -74,7 +84,7 @@ void ExecutorRings::Deliver(const std::shared_ptr<Gate>& gate,
     if (self == nullptr) return;
     ++gate->active;
   }
-  self->OnControl(link, event);
+  call(*self);
   absl::MutexLock lock(&gate->mu);
   --gate->active;
 }
@@ -118,9 +128,17 @@ absl::Status ExecutorRings::OpenThere(const std::shared_ptr<ExecutorLink>& link,
     if (!known) {
       links_.push_back(link);
       std::weak_ptr<ExecutorLink> weak = link;
-      link->SetControlHandler([gate = gate_, weak](const wire::Event& event) {
-        Deliver(gate, weak, event);
-      });
+      link->SetControlHandler(
+          [gate = gate_, weak](const wire::Event& event) {
+            ThroughGate(gate, [&](ExecutorRings& self) {
+              self.OnControl(weak, event);
+            });
+          },
+          [gate = gate_, weak] {
+            ThroughGate(gate, [&](ExecutorRings& self) {
+              if (auto lost = weak.lock()) self.OnLost(lost);
+            });
+          });
     }
   }
   // One opening per session at a time, under its own lock (never hrxd's
@@ -258,11 +276,39 @@ bool ExecutorRings::CallEvent(uint64_t session, uint64_t event,
   return true;
 }
 
-void ExecutorRings::DropLost() {
-  absl::erase_if(releasing_, [](const auto& entry) {
-    auto link = entry.second.front().link.lock();
-    return link == nullptr || !link->lost().ok();
-  });
+void ExecutorRings::OnLost(const std::shared_ptr<ExecutorLink>& link) {
+  std::vector<std::shared_ptr<const void>> going;  // let go outside the lock
+  std::vector<std::function<void()>> ended;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = releasing_.begin(); it != releasing_.end();) {
+      std::deque<Releasing>& queue = it->second;
+      for (auto entry = queue.begin(); entry != queue.end();) {
+        auto holder = entry->link.lock();
+        if (holder == nullptr || holder == link) {
+          going.push_back(std::move(entry->keep));
+          entry = queue.erase(entry);
+        } else {
+          ++entry;
+        }
+      }
+      if (queue.empty()) {
+        releasing_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = ending_.begin(); it != ending_.end();) {
+      auto holder = it->second.link.lock();
+      if (holder == nullptr || holder == link) {
+        ended.push_back(std::move(it->second.ended));
+        ending_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& done : ended) done();
 }
 
 size_t ExecutorRings::releasing() const {
@@ -270,12 +316,13 @@ size_t ExecutorRings::releasing() const {
   return releasing_.size();
 }
 
-void ExecutorRings::EndSession(uint64_t session, const absl::Status& why) {
+void ExecutorRings::EndSession(uint64_t session, const absl::Status& why,
+                               std::function<void()> done) {
   Served ended;
   std::vector<EventDone> unanswered;  // failed outside the lock
+  bool waiting = false;               // for the executor's word
   {
     absl::MutexLock lock(&mu_);
-    DropLost();
     for (auto it = event_calls_.begin(); it != event_calls_.end();) {
       if (it->second.session != session) {
         ++it;
@@ -285,30 +332,44 @@ void ExecutorRings::EndSession(uint64_t session, const absl::Status& why) {
       event_calls_.erase(it++);
     }
     auto it = served_.find(session);
-    if (it == served_.end()) return;
-    ended = std::move(it->second);
-    served_.erase(it);
+    if (it != served_.end()) {
+      ended = std::move(it->second);
+      served_.erase(it);
+    }
     // Everything it installed stays until the executor has run the
-    // session's queued work.
-    if (ended.link->lost().ok()) {
+    // session's queued work, and the close waits for that. A lost link
+    // has run its last (its loss was or will be handled: OnLost runs
+    // after lost() stops being OK).
+    if (ended.link != nullptr && ended.link->lost().ok()) {
       for (auto& [object, keep] : ended.installed) {
         releasing_[{session, object}].push_back(
             Releasing{ended.link, std::move(keep)});
       }
+      ending_[session] = Ending{ended.link, std::move(done)};
+      waiting = true;
     }
   }
-  // A lost executor ended its rings without a word to their clients: hrxd
-  // tells them why (otherwise the executor's own ring ends them).
+  for (EventDone& call : unanswered) {
+    call(!why.ok() ? why
+                   : Refusal(Reason::kSessionClosed,
+                             "event: the session closed while the call "
+                             "waited. Fix: open a new session."));
+  }
+  if (!waiting) {
+    // Nothing of it runs in an executor (any more). A lost executor ended
+    // its rings without a word to their clients: hrxd tells them why.
+    if (ended.link != nullptr) {
+      for (const auto& [stream, ring] : ended.holds) {
+        FinishRingRegion(ring->base, ended.link->lost());
+      }
+    }
+    return done();
+  }
+  // Lost since (otherwise the executor's own ring ends them).
   if (!ended.link->lost().ok()) {
     for (const auto& [stream, ring] : ended.holds) {
       FinishRingRegion(ring->base, ended.link->lost());
     }
-  }
-  for (EventDone& done : unanswered) {
-    done(!why.ok() ? why
-                   : Refusal(Reason::kSessionClosed,
-                             "event: the session closed while the call "
-                             "waited. Fix: open a new session."));
   }
   wire::Request request;
   wire::EndSession* end = request.mutable_end_session();
@@ -372,18 +433,30 @@ void ExecutorRings::OnControl(const std::weak_ptr<ExecutorLink>& weak,
                           kMaxReleasedPerFrame)));
       return;
     }
-    std::vector<std::shared_ptr<const void>> going;  // let go outside the lock
-    absl::MutexLock lock(&mu_);
-    for (uint64_t object : event.released().objects()) {
-      auto it = releasing_.find({event.released().session(), object});
-      // Only what this executor was given, oldest revocation first.
-      if (it == releasing_.end() || it->second.front().link.lock() != link) {
-        continue;
+    std::function<void()> closed;  // run outside the lock, after `going`
+    {
+      std::vector<std::shared_ptr<const void>> going;  // outside the lock
+      absl::MutexLock lock(&mu_);
+      const uint64_t session = event.released().session();
+      for (uint64_t object : event.released().objects()) {
+        auto it = releasing_.find({session, object});
+        // Only what this executor was given, oldest revocation first.
+        if (it == releasing_.end() || it->second.front().link.lock() != link) {
+          continue;
+        }
+        going.push_back(std::move(it->second.front().keep));
+        it->second.pop_front();
+        if (it->second.empty()) releasing_.erase(it);
       }
-      going.push_back(std::move(it->second.front().keep));
-      it->second.pop_front();
-      if (it->second.empty()) releasing_.erase(it);
+      auto ending = ending_.find(session);
+      // Only the executor the session was ended in may say it has.
+      if (event.released().session_ended() && ending != ending_.end() &&
+          ending->second.link.lock() == link) {
+        closed = std::move(ending->second.ended);
+        ending_.erase(ending);
+      }
     }
+    if (closed) closed();
     return;
   }
   if (event.has_ring_ended()) {

@@ -78,7 +78,8 @@ class ExecutorRings final : public SessionMirror {
 
   // SessionMirror.
   void Revoke(uint64_t session, uint64_t object) override;
-  void EndSession(uint64_t session, const absl::Status& why) override;
+  void EndSession(uint64_t session, const absl::Status& why,
+                  std::function<void()> ended) override;
 
   // Sessions with a ring in an executor.
   size_t sessions() const;
@@ -123,11 +124,12 @@ class ExecutorRings final : public SessionMirror {
     ExecutorRings* self ABSL_GUARDED_BY(mu) = nullptr;
     int active ABSL_GUARDED_BY(mu) = 0;
   };
-  static void Deliver(const std::shared_ptr<Gate>& gate,
-                      const std::weak_ptr<backend::remote::ExecutorLink>& link,
-                      const hrx::executor::v1::Event& event);
-  // Lets go of what lost executors will never release.
-  void DropLost() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs `call` on the ExecutorRings behind `gate`, unless it is gone.
+  static void ThroughGate(const std::shared_ptr<Gate>& gate,
+                          const std::function<void(ExecutorRings&)>& call);
+  // `link` is lost: lets go of what it will never release, and the closes
+  // waiting for its sessions' ends are done.
+  void OnLost(const std::shared_ptr<backend::remote::ExecutorLink>& link);
 
   absl::Status OpenThere(
       const std::shared_ptr<backend::remote::ExecutorLink>& link,
@@ -161,6 +163,13 @@ class ExecutorRings final : public SessionMirror {
   absl::flat_hash_map<uint64_t, EventCallWaiting> event_calls_
       ABSL_GUARDED_BY(mu_);
   uint64_t next_event_call_ ABSL_GUARDED_BY(mu_) = 1;
+  // Sessions ended here whose executor has not yet reported their end
+  // (Released with session_ended): the closes waiting for it.
+  struct Ending {
+    std::weak_ptr<backend::remote::ExecutorLink> link;
+    std::function<void()> ended;
+  };
+  absl::flat_hash_map<uint64_t, Ending> ending_ ABSL_GUARDED_BY(mu_);
   // Links whose control events come here, to let go of at the end.
   std::vector<std::weak_ptr<backend::remote::ExecutorLink>> links_
       ABSL_GUARDED_BY(mu_);

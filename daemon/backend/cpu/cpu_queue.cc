@@ -264,6 +264,10 @@ void CpuQueue::OnComplete(Fence fence, CompletionCallback callback) {
 
 Fence CpuQueue::completed() const { return timeline_.completed(); }
 
+absl::Duration CpuQueue::StalledSince(absl::Time now) const {
+  return timeline_.StalledSince(now);
+}
+
 absl::Status CpuQueue::Wait(Fence fence) { return timeline_.Wait(fence); }
 
 }  // namespace hrx::backend

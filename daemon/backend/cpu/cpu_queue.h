@@ -45,6 +45,7 @@ class CpuQueue final : public Queue {
   void OnComplete(Fence fence, CompletionCallback callback) override;
 
   Fence completed() const override;
+  absl::Duration StalledSince(absl::Time now) const override;
   absl::Status Wait(Fence fence) override;
 
  private:

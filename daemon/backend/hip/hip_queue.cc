@@ -323,6 +323,10 @@ void HipQueue::OnComplete(Fence fence, CompletionCallback callback) {
 
 Fence HipQueue::completed() const { return timeline_.completed(); }
 
+absl::Duration HipQueue::StalledSince(absl::Time now) const {
+  return timeline_.StalledSince(now);
+}
+
 absl::Status HipQueue::Wait(Fence fence) {
   {
     absl::MutexLock lock(&mu_);

@@ -103,6 +103,7 @@ class HipQueue final : public Queue {
   void OnComplete(Fence fence, CompletionCallback callback) override;
 
   Fence completed() const override;
+  absl::Duration StalledSince(absl::Time now) const override;
   absl::Status Wait(Fence fence) override;
   bool NeedsPoll() const override { return true; }
   // Retires what completed unless another thread is retiring already.

@@ -196,6 +196,8 @@ bool ExecutorLink::Stalled(absl::Time now, absl::Duration limit) {
     // Progress may be waiting for the delivery thread: not a stall of the
     // executor's. Asked again at the watchdog's next round.
     if (!events_.empty()) return false;
+    // Work on the rings the executor serves itself, as of its last pong.
+    if (ring_stall_ > limit) return true;
     for (const auto& [id, queue] : queues_) queues.push_back(queue);
   }
   for (RemoteQueue* queue : queues) {
@@ -299,17 +301,22 @@ void ExecutorLink::DeliverLoop() {
 void ExecutorLink::NotifyLostDelivering() {
   std::vector<RemoteQueue*> queues;
   absl::Status why;
+  LostHandler on_lost;
   {
     absl::MutexLock lock(&mu_);
     why = lost_;
     for (auto& [id, queue] : queues_) queues.push_back(queue);
+    on_lost = on_lost_;
   }
   for (RemoteQueue* queue : queues) queue->OnLost(why);
+  if (on_lost) on_lost();
 }
 
-void ExecutorLink::SetControlHandler(ControlHandler handler) {
+void ExecutorLink::SetControlHandler(ControlHandler handler,
+                                     LostHandler on_lost) {
   absl::MutexLock lock(&mu_);
   control_ = std::move(handler);
+  on_lost_ = std::move(on_lost);
 }
 
 void ExecutorLink::Deliver(wire::Event& event) {
@@ -322,6 +329,7 @@ void ExecutorLink::Deliver(wire::Event& event) {
     if (reply.id() == ping_id_ && ping_id_ != 0) {
       ping_id_ = 0;
       pong_at_ = absl::Now();
+      ring_stall_ = absl::Milliseconds(reply.ring_stall_ms());
       return;
     }
     auto it = calls_.find(reply.id());

@@ -85,7 +85,10 @@ class ExecutorLink {
   // run on the delivery thread, in order with completions. Null: ignored.
   using ControlHandler =
       std::function<void(const hrx::executor::v1::Event& event)>;
-  void SetControlHandler(ControlHandler handler);
+  // `on_lost` runs on the delivery thread once the link is lost, after the
+  // events read before the loss (possibly more than once).
+  using LostHandler = std::function<void()>;
+  void SetControlHandler(ControlHandler handler, LostHandler on_lost = nullptr);
   // A fresh name for an object of this executor.
   uint64_t NewId() { return next_id_.fetch_add(1); }
 
@@ -107,8 +110,9 @@ class ExecutorLink {
   // a lock the caller holds).
   void Lose(absl::Status why);
   // Whether a queue has had work outstanding without progress for longer
-  // than `limit` (never while events wait for the delivery thread, which
-  // it does not wait for).
+  // than `limit`: a RemoteQueue here, or, as of the executor's last pong, a
+  // queue serving the rings it serves itself (never while events wait for
+  // the delivery thread, which it does not wait for).
   bool Stalled(absl::Time now, absl::Duration limit);
   // Sends a ping unless one is outstanding or one was answered less than
   // `interval` ago (the watchdog's; never waits).
@@ -159,6 +163,7 @@ class ExecutorLink {
   absl::flat_hash_map<uint64_t, Pending*> calls_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, RemoteQueue*> queues_ ABSL_GUARDED_BY(mu_);
   ControlHandler control_ ABSL_GUARDED_BY(mu_);
+  LostHandler on_lost_ ABSL_GUARDED_BY(mu_);
   struct Defined {
     std::weak_ptr<const backend::GraphPlan> plan;
     uint64_t id = 0;
@@ -179,6 +184,9 @@ class ExecutorLink {
   uint64_t ping_id_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time ping_sent_ ABSL_GUARDED_BY(mu_);
   absl::Time pong_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // The last pong's ring_stall_ms: the executor's own queues (the rings it
+  // serves), which no RemoteQueue here sees.
+  absl::Duration ring_stall_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   // Held while an event is delivered to a queue: Detach waits for it.
   // Lock order: deliver_mu_, attached_mu_, mu_.
   absl::Mutex deliver_mu_;

@@ -72,8 +72,7 @@ class RemoteQueue final : public backend::Queue {
   void OnReadData(uint64_t fence, std::string data);
   void OnProfile(uint64_t fence, std::vector<uint64_t> nanoseconds);
   void OnLost(absl::Status status);
-  // How long work has been outstanding without progress (zero when idle).
-  absl::Duration StalledSince(absl::Time now) const;
+  absl::Duration StalledSince(absl::Time now) const override;
 
  private:
   // What a command holds until it completes.

@@ -73,6 +73,9 @@ class FaultyQueue final : public Queue {
     return holding_ ? std::min(real, visible_) : real;
   }
   absl::Status Wait(Fence fence) override { return inner_->Wait(fence); }
+  absl::Duration StalledSince(absl::Time now) const override {
+    return inner_->StalledSince(now);
+  }
 
   void Hold() {
     absl::MutexLock lock(&mu_);
