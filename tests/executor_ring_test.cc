@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "hrx/v1/admin.grpc.pb.h"
 #include "hrx/v1/buffer.grpc.pb.h"
 #include "hrx/v1/session.grpc.pb.h"
 #include "shared/refusal.h"
@@ -58,6 +60,22 @@ class ExecutorRingTest : public ClientFixture {
     Buffer buffer = Allocate(*stream_, 1 << 16);
     ASSERT_THAT(stream_->Fill(buffer.Binding(), value), IsOk());
     EXPECT_THAT(ReadAll(*stream_, buffer.Binding()), Each(value));
+  }
+
+  // The fixture's tenant as hrxd lists it (the local uid administers).
+  hrx::v1::TenantInfo LocalTenant() {
+    auto admin = hrx::v1::Admin::NewStub(grpc::CreateChannel(
+        "unix:" + daemon_->socket_path(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    hrx::v1::ListTenantsResponse response;
+    const grpc::Status listed =
+        admin->ListTenants(&context, hrx::v1::ListTenantsRequest(), &response);
+    EXPECT_TRUE(listed.ok()) << listed.error_message();
+    for (const auto& tenant : response.tenants()) {
+      if (tenant.name() == "local") return tenant;
+    }
+    ADD_FAILURE() << "no tenant \"local\" listed";
+    return {};
   }
 
   absl::Status Free(RawSession& raw, const hrx::v1::Handle& buffer) {
@@ -253,6 +271,56 @@ TEST_F(ExecutorRingTest, ARingEndsWithItsSession) {
       raw->sessions->CloseSession(context.get(), request, &response).ok());
   EXPECT_TRUE(ring.AwaitEnd().has_value());
   ExpectBystanderIntact(0x33);
+}
+
+TEST_F(ExecutorRingTest, WorkTheExecutorHoldsShowsInTheTenantsUsage) {
+  // A command held in flight on a ring the executor serves: hrxd charges
+  // nothing for it, and lists it from the executor's report (its pong).
+  Stream held = NewStream();
+  Stream other = NewStream();
+  ASSERT_NE(held.queue(), other.queue());
+  auto flag = held.AllocateZeroed(1);
+  ASSERT_THAT(flag.status(), IsOk());
+  HoldQueue(held, *flag);
+  uint64_t inflight = 0;
+  for (int i = 0; i < 250 && inflight == 0; ++i) {
+    inflight = LocalTenant().usage().inflight_commands();
+    if (inflight == 0) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_GT(inflight, 0u);
+  // Released, the work ends and the report says so.
+  ASSERT_THAT(other.Fill(flag->Binding(), 1), IsOk());
+  ASSERT_THAT(other.Synchronize(), IsOk());
+  ASSERT_THAT(held.Synchronize(), IsOk());
+  for (int i = 0; i < 250 && inflight != 0; ++i) {
+    inflight = LocalTenant().usage().inflight_commands();
+    if (inflight != 0) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(inflight, 0u);
+}
+
+TEST_F(ExecutorRingTest, AClosedSessionsMemoryIsBackWhenTheCloseReturns) {
+  const uint64_t before = QueryStatus(daemon_->socket_path()).bytes_in_use();
+  auto raw = std::make_unique<RawSession>(daemon_->socket_path());
+  RawRing ring(*raw);
+  ASSERT_THAT(ring.status(), IsOk());
+  auto buffer = raw->Allocate(1 << 20);
+  ASSERT_TRUE(buffer.ok());
+  // Installed in the executor and used there: hrxd keeps the memory until
+  // the executor has run the session's work, and the close waits for that.
+  ring.Send(FillRequest(*buffer, 1 << 20, 5));
+  ring.Send(Sync(1));
+  std::optional<hrx::v1::StreamReply> reply = ring.Receive();
+  ASSERT_TRUE(reply.has_value());
+  ASSERT_EQ(reply->code(), 0) << reply->message();
+  ASSERT_GT(QueryStatus(daemon_->socket_path()).bytes_in_use(), before);
+  auto context = raw->Context();
+  hrx::v1::CloseSessionRequest request;
+  hrx::v1::CloseSessionResponse response;
+  ASSERT_TRUE(
+      raw->sessions->CloseSession(context.get(), request, &response).ok());
+  EXPECT_EQ(QueryStatus(daemon_->socket_path()).bytes_in_use(), before);
+  ExpectBystanderIntact(0x66);
 }
 
 }  // namespace

@@ -95,6 +95,8 @@ TenantUsage AdminViews::UsageOf(const Tenant& tenant, uint64_t sessions) const {
   usage.role = tenant.role();
   usage.limits = tenant.limits();
   usage.usage = tenant.usage();
+  const UsageCounts elsewhere = devices_.HeldElsewhere(tenant.name());
+  for (size_t i = 0; i < kResourceCount; ++i) usage.usage[i] += elsewhere[i];
   usage.sessions = sessions;
   usage.load_kernels = tenant.load_kernels();
   const Sharing::Retired detached = sharing_.RetiredExports(tenant.name());

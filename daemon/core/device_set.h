@@ -52,6 +52,12 @@ class DeviceSet {
   // Not OK once the device itself is lost (not when one executor is).
   virtual absl::Status device_status() const = 0;
   virtual std::vector<ExecutorInfo> executors() const { return {}; }
+  // What `tenant`'s work holds outside hrxd's own charges, as its executors
+  // last reported it: commands in flight, reply bytes and events of the
+  // rings they serve (charged there, against the limits hrxd set).
+  virtual UsageCounts HeldElsewhere(const std::string& tenant) const {
+    return {};
+  }
   // Whether `tenant`'s backend serves no other tenant: its allocations can
   // only ever reuse its own freed memory. When not, device memory is
   // allocated zeroed, so no tenant reads another's leftovers.

@@ -505,6 +505,34 @@ std::vector<daemon::ExecutorInfo> ExecutorPool::executors() const {
   return list;
 }
 
+daemon::UsageCounts ExecutorPool::HeldElsewhere(
+    const std::string& tenant) const {
+  std::vector<std::shared_ptr<backend::remote::ExecutorLink>> links;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, executor] : executors_) {
+      // Only what an executor that runs the tenant's work says of it.
+      if (executor.backend != nullptr && executor.tenants.contains(tenant)) {
+        links.push_back(executor.backend->link());
+      }
+    }
+  }
+  daemon::UsageCounts usage = {};
+  auto add = [&](daemon::Resource resource, uint64_t amount) {
+    uint64_t& total = usage[static_cast<size_t>(resource)];
+    total = amount > UINT64_MAX - total ? UINT64_MAX : total + amount;
+  };
+  for (const auto& link : links) {
+    for (const hrx::executor::v1::HeldUsage& held : link->held()) {
+      if (held.tenant() != tenant) continue;
+      add(daemon::Resource::kInflightCommands, held.inflight_commands());
+      add(daemon::Resource::kReplyBytes, held.reply_bytes());
+      add(daemon::Resource::kEvents, held.events());
+    }
+  }
+  return usage;
+}
+
 void ExecutorPool::SetLostCallback(LostCallback lost) {
   absl::MutexLock lock(&mu_);
   lost_ = std::move(lost);

@@ -97,6 +97,7 @@ class ExecutorPool final : public daemon::DeviceSet {
   std::vector<backend::ExportKind> export_kinds() const override;
   absl::Status device_status() const override { return absl::OkStatus(); }
   std::vector<daemon::ExecutorInfo> executors() const override;
+  daemon::UsageCounts HeldElsewhere(const std::string& tenant) const override;
   bool Exclusive(const daemon::Tenant& tenant) const override {
     return tenant.own_executor();
   }

@@ -90,6 +90,7 @@ void ExecutorService::Serve() {
         wire::Reply pong;
         pong.set_ring_stall_ms(static_cast<uint64_t>(
             absl::ToInt64Milliseconds(sessions_->LongestStall(absl::Now()))));
+        for (auto& held : sessions_->Held()) *pong.add_held() = std::move(held);
         Reply(request.id(), absl::OkStatus(), std::move(pong));
         continue;
       }

@@ -379,6 +379,23 @@ absl::Duration ExecutorSessions::LongestStall(absl::Time now) const {
   return queues_.LongestStall(now);
 }
 
+std::vector<wire::HeldUsage> ExecutorSessions::Held() const {
+  std::vector<wire::HeldUsage> held;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [name, tenant] : tenants_) {
+    const daemon::UsageCounts usage = tenant->usage();
+    auto count = [&](daemon::Resource resource) {
+      return usage[static_cast<size_t>(resource)];
+    };
+    wire::HeldUsage& entry = held.emplace_back();
+    entry.set_tenant(name);
+    entry.set_inflight_commands(count(daemon::Resource::kInflightCommands));
+    entry.set_reply_bytes(count(daemon::Resource::kReplyBytes));
+    entry.set_events(count(daemon::Resource::kEvents));
+  }
+  return held;
+}
+
 size_t ExecutorSessions::rings() const {
   absl::MutexLock lock(&mu_);
   return rings_.size();

@@ -92,6 +92,9 @@ class ExecutorSessions {
   // outstanding without progress: hrxd's watchdog sees this work only
   // through it (reported with each ping's answer). Any thread.
   absl::Duration LongestStall(absl::Time now) const;
+  // What the sessions here hold now, by tenant: the usage hrxd does not
+  // charge itself (commands in flight, reply bytes, events). Any thread.
+  std::vector<hrx::executor::v1::HeldUsage> Held() const;
 
  private:
   void Ended(daemon::RingServer* ring);  // from the ring's thread

@@ -152,6 +152,12 @@ void ExecutorLink::CacheGraph(const backend::GraphRef& plan, uint64_t id) {
   graphs_[plan.get()] = Defined{plan, id};
 }
 
+std::vector<hrx::executor::v1::HeldUsage> ExecutorLink::held() const {
+  absl::MutexLock lock(&mu_);
+  if (!lost_.ok()) return {};
+  return held_;
+}
+
 absl::Status ExecutorLink::lost() const {
   absl::MutexLock lock(&mu_);
   return lost_;
@@ -330,6 +336,9 @@ void ExecutorLink::Deliver(wire::Event& event) {
       ping_id_ = 0;
       pong_at_ = absl::Now();
       ring_stall_ = absl::Milliseconds(reply.ring_stall_ms());
+      held_.assign(
+          reply.held().begin(),
+          reply.held().begin() + std::min(reply.held_size(), kMaxHeldEntries));
       return;
     }
     auto it = calls_.find(reply.id());

@@ -46,6 +46,9 @@ class RemoteQueue;
 // (the executor killed) instead of hrxd's memory growing.
 inline constexpr size_t kMaxQueuedEvents = 65536;
 inline constexpr uint64_t kMaxQueuedEventBytes = uint64_t{256} << 20;
+// Tenants a pong's usage report may name (one executor serves one tenant,
+// or the shared executor's tenants): the rest are not kept.
+inline constexpr int kMaxHeldEntries = 1024;
 
 // UNAVAILABLE "executor_lost": the executor serving `name` (a tenant, or
 // "shared") `why` ("exited with status 3", "did not answer ...").
@@ -99,6 +102,10 @@ class ExecutorLink {
   // gone since are forgotten there.
   uint64_t CachedGraph(const backend::GraphRef& plan);
   void CacheGraph(const backend::GraphRef& plan, uint64_t id);
+
+  // What the rings the executor serves hold, per tenant, as of its last
+  // pong (at most kMaxHeldEntries entries; empty once lost).
+  std::vector<hrx::executor::v1::HeldUsage> held() const;
 
   // OK while the executor serves.
   absl::Status lost() const;
@@ -187,6 +194,7 @@ class ExecutorLink {
   // The last pong's ring_stall_ms: the executor's own queues (the rings it
   // serves), which no RemoteQueue here sees.
   absl::Duration ring_stall_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  std::vector<hrx::executor::v1::HeldUsage> held_ ABSL_GUARDED_BY(mu_);
   // Held while an event is delivered to a queue: Detach waits for it.
   // Lock order: deliver_mu_, attached_mu_, mu_.
   absl::Mutex deliver_mu_;
