@@ -318,16 +318,15 @@ void ExecutorService::Handle(const Request& request) {
       return Answer(request.ask_answer());
     case Request::kEventCall: {
       const uint64_t call = request.event_call().call();
-      sessions_->CallEvent(
-          request.event_call(), [this, call](absl::StatusOr<bool> answer) {
-            wire::Event event;
-            wire::EventAnswer* out = event.mutable_event_answer();
-            out->set_call(call);
-            out->set_code(static_cast<int>(answer.status().code()));
-            out->set_message(std::string(answer.status().message()));
-            out->set_complete(answer.ok() && *answer);
-            writer_.Send(event);
-          });
+      sessions_->Call(request.event_call(),
+                      [this, call](absl::Status status, wire::EventAnswer out) {
+                        wire::Event event;
+                        out.set_call(call);
+                        out.set_code(static_cast<int>(status.code()));
+                        out.set_message(std::string(status.message()));
+                        *event.mutable_event_answer() = std::move(out);
+                        writer_.Send(event);
+                      });
       return;
     }
     case Request::kPing:

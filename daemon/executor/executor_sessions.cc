@@ -10,6 +10,7 @@
 #include "daemon/core/stream_gate.h"
 #include "daemon/server/core_stream_engine.h"
 #include "daemon/server/decode.h"
+#include "daemon/server/encode_stats.h"
 #include "shared/handle.h"
 #include "shared/refusal.h"
 #include "shared/shm_ring.h"
@@ -353,25 +354,36 @@ absl::Status ExecutorSessions::ServeRing(const wire::ServeRing& serve,
   return absl::OkStatus();
 }
 
-void ExecutorSessions::CallEvent(
-    const wire::EventCall& call,
-    std::function<void(absl::StatusOr<bool>)> done) {
+void ExecutorSessions::Call(const wire::EventCall& call, CallDone done) {
+  const uint64_t session = call.session();
+  auto status_only = [done](absl::Status status) { done(status, {}); };
+  wire::EventAnswer answer;
   switch (call.op()) {
-    case wire::EventCall::OP_QUERY:
-      return done(events_.Query(call.session(), call.event()));
-    case wire::EventCall::OP_SYNCHRONIZE:
-      return events_.Synchronize(call.session(), call.event(),
-                                 [done](absl::Status status) {
-                                   if (!status.ok()) return done(status);
-                                   done(true);
-                                 });
-    case wire::EventCall::OP_RELEASE: {
-      absl::Status released = events_.Release(call.session(), call.event());
-      if (!released.ok()) return done(released);
-      return done(true);
+    case wire::EventCall::OP_QUERY: {
+      auto complete = events_.Query(session, call.event());
+      if (complete.ok()) answer.set_complete(*complete);
+      return done(complete.status(), std::move(answer));
     }
+    case wire::EventCall::OP_SYNCHRONIZE:
+      return events_.Synchronize(session, call.event(), status_only);
+    case wire::EventCall::OP_RELEASE:
+      return status_only(events_.Release(session, call.event()));
+    case wire::EventCall::OP_STREAM_STATS: {
+      auto stats = commands_.GetStreamStats(session, call.stream());
+      if (stats.ok()) daemon::EncodeStreamStats(*stats, answer.mutable_stats());
+      return done(stats.status(), std::move(answer));
+    }
+    case wire::EventCall::OP_STREAM_POLL: {
+      auto complete = commands_.Poll(session, call.stream());
+      if (complete.ok()) answer.set_complete(*complete);
+      return done(complete.status(), std::move(answer));
+    }
+    case wire::EventCall::OP_STREAM_SYNCHRONIZE:
+      return commands_.Synchronize(session, call.stream(), status_only);
+    case wire::EventCall::OP_STREAM_DESTROY:
+      return commands_.DestroyStream(session, call.stream(), status_only);
     default:
-      return done(Broken("an event call of no kind"));
+      return status_only(Broken("a call of no kind"));
   }
 }
 

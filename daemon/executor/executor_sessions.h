@@ -81,10 +81,13 @@ class ExecutorSessions {
   void Revoke(const hrx::executor::v1::Revoke& revoke);
   absl::Status ServeRing(const hrx::executor::v1::ServeRing& serve,
                          shared::UniqueFd region);
-  // Runs an event call against the session's events here; `done` gets the
-  // answer (possibly on a queue's thread, once the event's work has run).
-  void CallEvent(const hrx::executor::v1::EventCall& call,
-                 std::function<void(absl::StatusOr<bool>)> done);
+  // Runs a client's call about an event or a stream of a session here (its
+  // events, its streams' queues, staging and caches are here); `done` gets
+  // the status and, where OK, the answer's fields (possibly on a queue's
+  // thread, once the work waited for has run).
+  using CallDone = std::function<void(absl::Status status,
+                                      hrx::executor::v1::EventAnswer answer)>;
+  void Call(const hrx::executor::v1::EventCall& call, CallDone done);
 
   // Rings served now.
   size_t rings() const;

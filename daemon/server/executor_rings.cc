@@ -194,9 +194,10 @@ absl::Status ExecutorRings::HandOver(const std::shared_ptr<ExecutorLink>& link,
                                      const hrx::v1::Handle& sealed,
                                      uint64_t stream_id,
                                      shared::UniqueFd region, void* base,
-                                     uint64_t region_bytes, ChargeRef hold) {
-  auto handed =
-      std::make_shared<HandedRing>(std::move(hold), base, region_bytes);
+                                     uint64_t region_bytes, ChargeRef hold,
+                                     std::shared_ptr<const void> slot) {
+  auto handed = std::make_shared<HandedRing>(std::move(hold), base,
+                                             region_bytes, std::move(slot));
   HRX_RETURN_IF_ERROR(OpenThere(link, session));
   wire::Request request;
   wire::ServeRing* serve = request.mutable_serve_ring();
@@ -255,20 +256,47 @@ void ExecutorRings::Revoke(uint64_t session, uint64_t object) {
 
 bool ExecutorRings::CallEvent(uint64_t session, uint64_t event,
                               wire::EventCall::Op op, EventDone done) {
+  wire::EventCall call;
+  call.set_session(session);
+  call.set_event(event);
+  call.set_op(op);
+  return Put(
+      session, /*stream=*/0, std::move(call),
+      [done = std::move(done)](absl::StatusOr<wire::EventAnswer> answer) {
+        if (!answer.ok()) return done(answer.status());
+        done(answer->complete());
+      });
+}
+
+bool ExecutorRings::ServesStream(uint64_t session, uint64_t stream) const {
+  absl::MutexLock lock(&mu_);
+  auto it = served_.find(session);
+  return it != served_.end() && it->second.holds.contains(stream);
+}
+
+bool ExecutorRings::CallStream(uint64_t session, uint64_t stream,
+                               wire::EventCall::Op op, AnswerDone done) {
+  wire::EventCall call;
+  call.set_session(session);
+  call.set_stream(stream);
+  call.set_op(op);
+  return Put(session, stream, std::move(call), std::move(done));
+}
+
+bool ExecutorRings::Put(uint64_t session, uint64_t stream, wire::EventCall call,
+                        AnswerDone done) {
   wire::Request request;
   std::shared_ptr<ExecutorLink> link;
   {
     absl::MutexLock lock(&mu_);
     auto it = served_.find(session);
     if (it == served_.end()) return false;
+    if (stream != 0 && !it->second.holds.contains(stream)) return false;
     link = it->second.link;
-    const uint64_t call = next_event_call_++;
-    event_calls_[call] = EventCallWaiting{session, link, std::move(done)};
-    wire::EventCall* out = request.mutable_event_call();
-    out->set_call(call);
-    out->set_session(session);
-    out->set_event(event);
-    out->set_op(op);
+    const uint64_t id = next_event_call_++;
+    event_calls_[id] = EventCallWaiting{session, link, std::move(done)};
+    call.set_call(id);
+    *request.mutable_event_call() = std::move(call);
   }
   // A lost link answers nothing: the session's end (which the loss brings)
   // fails the call.
@@ -319,8 +347,8 @@ size_t ExecutorRings::releasing() const {
 void ExecutorRings::EndSession(uint64_t session, const absl::Status& why,
                                std::function<void()> done) {
   Served ended;
-  std::vector<EventDone> unanswered;  // failed outside the lock
-  bool waiting = false;               // for the executor's word
+  std::vector<AnswerDone> unanswered;  // failed outside the lock
+  bool waiting = false;                // for the executor's word
   {
     absl::MutexLock lock(&mu_);
     for (auto it = event_calls_.begin(); it != event_calls_.end();) {
@@ -349,7 +377,7 @@ void ExecutorRings::EndSession(uint64_t session, const absl::Status& why,
       waiting = true;
     }
   }
-  for (EventDone& call : unanswered) {
+  for (AnswerDone& call : unanswered) {
     call(!why.ok() ? why
                    : Refusal(Reason::kSessionClosed,
                              "event: the session closed while the call "
@@ -405,7 +433,7 @@ void ExecutorRings::OnControl(const std::weak_ptr<ExecutorLink>& weak,
   if (event.has_ask()) return Answer(link, event.ask());
   if (event.has_event_answer()) {
     const wire::EventAnswer& answer = event.event_answer();
-    EventDone done;
+    AnswerDone done;
     {
       absl::MutexLock lock(&mu_);
       auto it = event_calls_.find(answer.call());
@@ -418,7 +446,7 @@ void ExecutorRings::OnControl(const std::weak_ptr<ExecutorLink>& weak,
       done(absl::Status(static_cast<absl::StatusCode>(answer.code()),
                         answer.message()));
     } else {
-      done(answer.complete());
+      done(answer);
     }
     return;
   }

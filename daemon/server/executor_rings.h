@@ -58,12 +58,13 @@ class ExecutorRings final : public SessionMirror {
   // serves `region` from now on. `hold` (the region's charge) is kept until
   // the session ends. Opens the session there first.
   // (hrxd's stream object is `sealed.object()`.)
-  // `base` is hrxd's mapping of the region (unmapped when the ring ends).
+  // `base` is hrxd's mapping of the region (unmapped when the ring ends);
+  // `slot` (the ring's place in its tenant's count) is kept as long.
   absl::Status HandOver(
       const std::shared_ptr<backend::remote::ExecutorLink>& link,
       uint64_t session, const hrx::v1::Handle& sealed, uint64_t stream_id,
       shared::UniqueFd region, void* base, uint64_t region_bytes,
-      ChargeRef hold);
+      ChargeRef hold, std::shared_ptr<const void> slot);
   // hrxd is stopping: every ring an executor serves tells its client
   // (shutting_down), as hrxd's own rings do.
   void StopAll();
@@ -75,6 +76,18 @@ class ExecutorRings final : public SessionMirror {
   using EventDone = std::function<void(absl::StatusOr<bool>)>;
   bool CallEvent(uint64_t session, uint64_t event,
                  hrx::executor::v1::EventCall::Op op, EventDone done);
+  // Puts a client's call about `stream` of `session` (GetStreamStats,
+  // Poll, Synchronize, DestroyStream: an OP_STREAM_*) to the executor
+  // serving its ring, where its queue, staging and caches are; `done` gets
+  // the answer, on a link's delivery thread, or the session's end. False
+  // where hrxd serves the stream itself (`done` is not called).
+  using AnswerDone =
+      std::function<void(absl::StatusOr<hrx::executor::v1::EventAnswer>)>;
+  bool CallStream(uint64_t session, uint64_t stream,
+                  hrx::executor::v1::EventCall::Op op, AnswerDone done);
+
+  // Whether an executor serves the ring of `stream` of `session`.
+  bool ServesStream(uint64_t session, uint64_t stream) const;
 
   // SessionMirror.
   void Revoke(uint64_t session, uint64_t object) override;
@@ -89,10 +102,15 @@ class ExecutorRings final : public SessionMirror {
  private:
   // A ring handed to an executor, as hrxd keeps it.
   struct HandedRing {
-    HandedRing(ChargeRef charge, void* base, uint64_t bytes)
-        : charge(std::move(charge)), base(base), bytes(bytes) {}
+    HandedRing(ChargeRef charge, void* base, uint64_t bytes,
+               std::shared_ptr<const void> slot)
+        : charge(std::move(charge)),
+          slot(std::move(slot)),
+          base(base),
+          bytes(bytes) {}
     ~HandedRing();  // unmaps
     ChargeRef charge;
+    std::shared_ptr<const void> slot;
     void* const base;
     const uint64_t bytes;
   };
@@ -154,11 +172,16 @@ class ExecutorRings final : public SessionMirror {
   absl::flat_hash_map<std::pair<uint64_t, uint64_t>, std::deque<Releasing>>
       releasing_ ABSL_GUARDED_BY(mu_);
   const std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
-  // Event calls waiting for their executor's answer, by call id.
+  // Puts `call` (its call id set here) to the executor serving `session`
+  // (and, where `stream` is not 0, that stream's ring); false where none.
+  bool Put(uint64_t session, uint64_t stream, hrx::executor::v1::EventCall call,
+           AnswerDone done);
+
+  // Event and stream calls waiting for their executor's answer, by call id.
   struct EventCallWaiting {
     uint64_t session = 0;
     std::weak_ptr<backend::remote::ExecutorLink> link;
-    EventDone done;
+    AnswerDone done;
   };
   absl::flat_hash_map<uint64_t, EventCallWaiting> event_calls_
       ABSL_GUARDED_BY(mu_);

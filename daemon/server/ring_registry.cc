@@ -38,7 +38,7 @@ absl::StatusOr<OpenedRing> RingRegistry::Open(const Caller& caller,
     HRX_ASSIGN_OR_RETURN(ChargeRef charge,
                          core_.commands().ReserveSharedBytes(
                              caller.session(), bytes, "open ring"));
-    return OpenInExecutor(caller, std::move(charge), bytes);
+    return OpenInExecutor(caller, tenant, std::move(charge), bytes);
   }
   {
     absl::MutexLock lock(&mu_);
@@ -106,9 +106,9 @@ absl::StatusOr<OpenedRing> RingRegistry::Open(const Caller& caller,
   return OpenedRing{stream.handle, stream.queue, *std::move(ticket), bytes};
 }
 
-absl::StatusOr<OpenedRing> RingRegistry::OpenInExecutor(const Caller& caller,
-                                                        ChargeRef charge,
-                                                        uint64_t bytes) {
+absl::StatusOr<OpenedRing> RingRegistry::OpenInExecutor(
+    const Caller& caller, const std::string& tenant, ChargeRef charge,
+    uint64_t bytes) {
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) {
@@ -116,6 +116,44 @@ absl::StatusOr<OpenedRing> RingRegistry::OpenInExecutor(const Caller& caller,
                      "open ring: hrxd is stopping. Fix: reconnect once it "
                      "has restarted.");
     }
+  }
+  // Counted now; given back when the slot goes (the executor's ring ended,
+  // or it never started).
+  std::shared_ptr<const void> slot;
+  {
+    ExecutorRingCounts& counts = *executor_ring_counts_;
+    absl::MutexLock lock(&counts.mu);
+    auto counted = counts.per_tenant.find(tenant);
+    const size_t mine =
+        counted == counts.per_tenant.end() ? 0 : counted->second;
+    if (mine >= kMaxRingsPerTenant) {
+      return Refusal(
+          Reason::kTooManyRings,
+          absl::StrFormat(
+              "open ring: tenant \"%s\" has %u rings open (at most %u); each "
+              "is a thread of its executor's. Fix: close streams, or open "
+              "this one as a call (Streams.Open; libhrx does so by itself).",
+              tenant, mine, kMaxRingsPerTenant));
+    }
+    ++counts.per_tenant[tenant];
+    class Slot {
+     public:
+      Slot(std::shared_ptr<ExecutorRingCounts> counts, std::string tenant)
+          : counts_(std::move(counts)), tenant_(std::move(tenant)) {}
+      Slot(const Slot&) = delete;
+      Slot& operator=(const Slot&) = delete;
+      ~Slot() {
+        absl::MutexLock lock(&counts_->mu);
+        if (--counts_->per_tenant[tenant_] == 0) {
+          counts_->per_tenant.erase(tenant_);
+        }
+      }
+
+     private:
+      const std::shared_ptr<ExecutorRingCounts> counts_;
+      const std::string tenant_;
+    };
+    slot = std::make_shared<const Slot>(executor_ring_counts_, tenant);
   }
   HRX_ASSIGN_OR_RETURN(RingRegion region, CreateRingRegion("open ring"));
   // The executor maps the region itself; hrxd keeps its own mapping only
@@ -152,7 +190,7 @@ absl::StatusOr<OpenedRing> RingRegistry::OpenInExecutor(const Caller& caller,
   std::move(unmap).Cancel();
   HRX_RETURN_IF_ERROR(executor_rings_->HandOver(
       link, caller.session(), sealed, stream.id, std::move(copy), region.base,
-      bytes, std::move(charge)));
+      bytes, std::move(charge), std::move(slot)));
   HRX_ASSIGN_OR_RETURN(
       std::string ticket,
       core_.sharing().IssueTicket(caller.session(), std::move(region.fd)));

@@ -76,6 +76,7 @@ class RingRegistry {
   void Ended(RingServer* ring);  // from its serving thread, as it exits
   // Open, for a ring `link`'s executor serves.
   absl::StatusOr<OpenedRing> OpenInExecutor(const Caller& caller,
+                                            const std::string& tenant,
                                             ChargeRef charge, uint64_t bytes);
 
   Core& core_;
@@ -87,6 +88,15 @@ class RingRegistry {
   absl::flat_hash_map<std::string, size_t> per_tenant_ ABSL_GUARDED_BY(mu_);
   size_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Rings handed to executors, by tenant, for kMaxRingsPerTenant: shared
+  // with each ring's slot, which ExecutorRings keeps until the ring ends
+  // (possibly after this registry is gone).
+  struct ExecutorRingCounts {
+    absl::Mutex mu;
+    absl::flat_hash_map<std::string, size_t> per_tenant ABSL_GUARDED_BY(mu);
+  };
+  const std::shared_ptr<ExecutorRingCounts> executor_ring_counts_ =
+      std::make_shared<ExecutorRingCounts>();
 };
 
 }  // namespace hrx::daemon

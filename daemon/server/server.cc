@@ -25,7 +25,7 @@ class Services {
         sessions(core, peers),
         devices(core, peers),
         buffers(core, peers),
-        streams(core, peers, rings),
+        streams(core, peers, rings, executor_rings.get()),
         kernels(core, peers),
         events(core, peers, executor_rings.get()),
         graphs(core, peers),

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "daemon/server/decode.h"
+#include "daemon/server/encode_stats.h"
 #include "daemon/server/finish.h"
 #include "daemon/server/services_lane.h"
 #include "daemon/server/stream_reactor.h"
@@ -26,14 +27,6 @@ DoneCallback FinishLater(Core& core, grpc::ServerUnaryReactor* reactor) {
     core.refusals().Count(status);
     reactor->Finish(ToGrpcStatus(status));
   };
-}
-
-void EncodeCounters(const StoreStats& stats, hrx::v1::CacheCounters* out) {
-  out->set_entries(stats.entries);
-  out->set_bytes(stats.bytes);
-  out->set_hits(stats.hits);
-  out->set_misses(stats.misses);
-  out->set_evictions(stats.evictions);
 }
 
 void EncodeDeviceInfo(const DeviceInfo& info, hrx::v1::DeviceInfo* out) {
@@ -400,6 +393,49 @@ grpc::ServerUnaryReactor* StreamsService::CreateStream(
       });
 }
 
+grpc::ServerUnaryReactor* StreamsService::ForwardToExecutor(
+    grpc::CallbackServerContext* context, uint64_t session, uint64_t stream,
+    hrx::executor::v1::EventCall::Op op, Forwarded then) {
+  if (executor_rings_ == nullptr ||
+      !executor_rings_->ServesStream(session, stream)) {
+    return nullptr;
+  }
+  grpc::ServerUnaryReactor* reactor = CallReactor(context);
+  DoneCallback finish = FinishLater(core_, reactor);
+  const bool asked = executor_rings_->CallStream(
+      session, stream, op,
+      [then = std::move(then),
+       finish](absl::StatusOr<hrx::executor::v1::EventAnswer> answer) {
+        then(std::move(answer), finish);
+      });
+  if (!asked) {
+    // Its ring ended meanwhile, and hrxd's side of the stream goes with it.
+    absl::Status gone = core_.commands().StreamQueue(session, stream).status();
+    finish(!gone.ok() ? gone
+                      : Refusal(Reason::kStaleHandle,
+                                "stream: its ring ended as the call came. "
+                                "Fix: open a new stream."));
+  }
+  return reactor;
+}
+
+absl::Status StreamsService::NotOnAnExecutorsRing(uint64_t session,
+                                                  uint64_t stream,
+                                                  std::string_view what) const {
+  if (executor_rings_ == nullptr ||
+      !executor_rings_->ServesStream(session, stream)) {
+    return absl::OkStatus();
+  }
+  return Refusal(
+      Reason::kNotServedByExecutor,
+      absl::StrFormat("%s: the stream's ring is served by its executor, so "
+                      "commands and reads for it go on that ring (a unary "
+                      "call would run out of order with it). Fix: send them "
+                      "on the ring, or use a stream opened with "
+                      "Streams.Open or CreateStream.",
+                      what));
+}
+
 grpc::ServerUnaryReactor* StreamsService::DestroyStream(
     grpc::CallbackServerContext* context,
     const hrx::v1::DestroyStreamRequest* request,
@@ -412,6 +448,18 @@ grpc::ServerUnaryReactor* StreamsService::DestroyStream(
         auto stream = caller->Object(
             request->stream(), shared::HandleKind::kStream, "destroy stream");
         if (!stream.ok()) return Finish(core_, context, stream.status());
+        // Destroyed where its ring is served, then hrxd's side of it.
+        if (auto* forwarded = ForwardToExecutor(
+                context, session, *stream,
+                hrx::executor::v1::EventCall::OP_STREAM_DESTROY,
+                [this, session, stream = *stream](
+                    absl::StatusOr<hrx::executor::v1::EventAnswer> answer,
+                    DoneCallback finish) {
+                  if (!answer.ok()) return finish(answer.status());
+                  core_.commands().DestroyStream(session, stream, finish);
+                })) {
+          return forwarded;
+        }
         grpc::ServerUnaryReactor* reactor = CallReactor(context);
         core_.commands().DestroyStream(session, *stream,
                                        FinishLater(core_, reactor));
@@ -435,6 +483,11 @@ grpc::ServerUnaryReactor* StreamsService::Submit(
         auto stream = caller->Object(
             request.stream(), shared::HandleKind::kStream, "submit stream");
         if (!stream.ok()) return Finish(core_, context, stream.status());
+        if (absl::Status served =
+                NotOnAnExecutorsRing(session, *stream, "submit stream");
+            !served.ok()) {
+          return Finish(core_, context, served);
+        }
         auto commands = caller->Commands(request.commands());
         if (!commands.ok()) return Finish(core_, context, commands.status());
         grpc::ServerUnaryReactor* reactor = CallReactor(context);
@@ -466,6 +519,13 @@ grpc::ServerUnaryReactor* StreamsService::Synchronize(
             caller->Object(request->stream(), shared::HandleKind::kStream,
                            "synchronize stream");
         if (!stream.ok()) return Finish(core_, context, stream.status());
+        if (auto* forwarded = ForwardToExecutor(
+                context, session, *stream,
+                hrx::executor::v1::EventCall::OP_STREAM_SYNCHRONIZE,
+                [](absl::StatusOr<hrx::executor::v1::EventAnswer> answer,
+                   DoneCallback finish) { finish(answer.status()); })) {
+          return forwarded;
+        }
         grpc::ServerUnaryReactor* reactor = CallReactor(context);
         core_.commands().Synchronize(session, *stream,
                                      FinishLater(core_, reactor));
@@ -484,6 +544,11 @@ grpc::ServerUnaryReactor* StreamsService::Read(
         auto stream = caller->Object(
             request->stream(), shared::HandleKind::kStream, "read stream");
         if (!stream.ok()) return Finish(core_, context, stream.status());
+        if (absl::Status served =
+                NotOnAnExecutorsRing(session, *stream, "read stream");
+            !served.ok()) {
+          return Finish(core_, context, served);
+        }
         auto src = caller->View(request->src(), "read src");
         if (!src.ok()) return Finish(core_, context, src.status());
         // The tenant's reply_bytes ceiling holds until the call is done (the
@@ -537,6 +602,17 @@ grpc::ServerUnaryReactor* StreamsService::Poll(
         auto stream = caller->Object(
             request->stream(), shared::HandleKind::kStream, "poll stream");
         if (!stream.ok()) return Finish(core_, context, stream.status());
+        if (auto* forwarded = ForwardToExecutor(
+                context, session, *stream,
+                hrx::executor::v1::EventCall::OP_STREAM_POLL,
+                [response](
+                    absl::StatusOr<hrx::executor::v1::EventAnswer> answer,
+                    DoneCallback finish) {
+                  if (answer.ok()) response->set_complete(answer->complete());
+                  finish(answer.status());
+                })) {
+          return forwarded;
+        }
         auto complete = core_.commands().Poll(session, *stream);
         if (complete.ok()) response->set_complete(*complete);
         return Finish(core_, context, complete.status());
@@ -555,25 +631,19 @@ grpc::ServerUnaryReactor* StreamsService::GetStreamStats(
         auto stream = caller->Object(
             request->stream(), shared::HandleKind::kStream, "stream stats");
         if (!stream.ok()) return Finish(core_, context, stream.status());
-        auto stats = core_.commands().GetStreamStats(session, *stream);
-        if (stats.ok()) {
-          response->set_queue(stats->queue);
-          response->set_published_fence(stats->published_fence);
-          response->set_completed_fence(stats->completed_fence);
-          for (uint64_t id : stats->pending_staging_ids) {
-            response->add_pending_staging_ids(id);
-          }
-          response->set_pending_staging_bytes(stats->pending_staging_bytes);
-          for (uint64_t id : stats->completed_staging_ids) {
-            response->add_completed_staging_ids(id);
-          }
-          EncodeCounters(stats->upload_staging,
-                         response->mutable_upload_staging());
-          EncodeCounters(stats->dispatch_cache,
-                         response->mutable_dispatch_cache());
-          EncodeCounters(stats->transfer_cache,
-                         response->mutable_transfer_cache());
+        if (auto* forwarded = ForwardToExecutor(
+                context, session, *stream,
+                hrx::executor::v1::EventCall::OP_STREAM_STATS,
+                [response](
+                    absl::StatusOr<hrx::executor::v1::EventAnswer> answer,
+                    DoneCallback finish) {
+                  if (answer.ok()) *response = answer->stats();
+                  finish(answer.status());
+                })) {
+          return forwarded;
         }
+        auto stats = core_.commands().GetStreamStats(session, *stream);
+        if (stats.ok()) EncodeStreamStats(*stats, response);
         return Finish(core_, context, stats.status());
       });
 }

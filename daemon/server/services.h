@@ -8,6 +8,7 @@
 
 #include "daemon/core/core.h"
 #include "daemon/server/bound_sockets.h"
+#include "daemon/server/executor_rings.h"
 #include "daemon/server/peer_registry.h"
 #include "daemon/server/ring_registry.h"
 #include "hrx/v1/admin.grpc.pb.h"
@@ -165,8 +166,12 @@ using StreamsBase = hrx::v1::Streams::WithRawCallbackMethod_Open<
 
 class StreamsService final : public StreamsBase {
  public:
-  StreamsService(Core& core, const PeerRegistry& peers, RingRegistry& rings)
-      : core_(core), peers_(peers), rings_(rings) {}
+  StreamsService(Core& core, const PeerRegistry& peers, RingRegistry& rings,
+                 ExecutorRings* executor_rings)
+      : core_(core),
+        peers_(peers),
+        rings_(rings),
+        executor_rings_(executor_rings) {}
   void set_fd_socket(std::string path) { fd_socket_ = std::move(path); }
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Open(
       grpc::CallbackServerContext* context) override;
@@ -201,9 +206,23 @@ class StreamsService final : public StreamsBase {
       hrx::v1::OpenRingResponse* response) override;
 
  private:
+  // A call about a stream whose ring an executor serves is answered there
+  // (its queue, staging and caches are there): `then` gets the answer and
+  // finishes the call. Null where hrxd serves the stream itself.
+  using Forwarded = std::function<void(
+      absl::StatusOr<hrx::executor::v1::EventAnswer>, DoneCallback finish)>;
+  grpc::ServerUnaryReactor* ForwardToExecutor(
+      grpc::CallbackServerContext* context, uint64_t session, uint64_t stream,
+      hrx::executor::v1::EventCall::Op op, Forwarded then);
+  // For Submit and Read: FAILED_PRECONDITION "not_served_by_executor" for
+  // a stream whose ring an executor serves (OK otherwise).
+  absl::Status NotOnAnExecutorsRing(uint64_t session, uint64_t stream,
+                                    std::string_view what) const;
+
   Core& core_;
   const PeerRegistry& peers_;
   RingRegistry& rings_;
+  ExecutorRings* const executor_rings_;  // null: hrxd serves every ring
   std::string fd_socket_;
 };
 
