@@ -96,6 +96,7 @@ TEST_F(ExecutorRingTest, TheExecutorServesTheRingAndHrxdSeesNoCommand) {
   // more streams, each with work, add fewer than eight (a call lane may
   // start one for the allocations).
   const size_t threads_before = ProcEntriesSteady(hrxd, "task");
+  const hrx::v1::GetStatusResponse before = QueryStatus(daemon_->socket_path());
   std::vector<Stream> streams;
   for (int i = 0; i < 8; ++i) streams.push_back(NewStream());
   for (size_t i = 0; i < streams.size(); ++i) {
@@ -106,6 +107,19 @@ TEST_F(ExecutorRingTest, TheExecutorServesTheRingAndHrxdSeesNoCommand) {
                 Each(static_cast<uint8_t>(i)));
   }
   EXPECT_LT(ProcEntriesSteady(hrxd, "task"), threads_before + streams.size());
+  // hrxd enqueued none of those commands: the executor did (it reports its
+  // count with each ping's answer, every 250 ms).
+  hrx::v1::GetStatusResponse after = QueryStatus(daemon_->socket_path());
+  for (int i = 0; i < 250 && after.executor_commands() <
+                                 before.executor_commands() + streams.size();
+       ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+    after = QueryStatus(daemon_->socket_path());
+  }
+  EXPECT_GE(after.executor_commands(),
+            before.executor_commands() + streams.size());
+  EXPECT_EQ(after.commands_submitted() - after.executor_commands(),
+            before.commands_submitted() - before.executor_commands());
   // The stream's statistics come from where its queue is: the executor.
   auto stats = stream_->GetStats();
   ASSERT_THAT(stats.status(), IsOk());

@@ -57,18 +57,30 @@ CoreStatus AdminViews::status() const {
     status.streams += session->streams.size();
     status.kernels += session->kernels.size();
     status.events += session->events.size();
-    status.commands_submitted += session->commands_submitted;
-    status.allocation_pool += session->allocation_pool.stats();
-    status.staging_pool += session->staging_pool.stats();
+  }
+  static_cast<WorkTotals&>(status) = SumWork(sessions_);
+  const WorkTotals elsewhere = devices_.WorkElsewhere();
+  status += elsewhere;
+  status.executor_commands = elsewhere.commands_submitted;
+  return status;
+}
+
+WorkTotals SumWork(const SessionTable& table) {
+  WorkTotals totals;
+  for (const auto& [handle, session] : table.Select()) {
+    absl::MutexLock lock(&session->mu);
+    totals.commands_submitted += session->commands_submitted;
+    totals.allocation_pool += session->allocation_pool.stats();
+    totals.staging_pool += session->staging_pool.stats();
     session->streams.ForEach([&](const std::shared_ptr<StreamEntry>& stream) {
-      status.dispatch_cache += stream->dispatch_cache.stats();
-      status.transfer_cache += stream->transfer_cache.stats();
-      status.upload_staging += stream->staging.stats();
-      status.suspended_streams += stream->suspended ? 1 : 0;
-      status.parked_operations += stream->parked.size();
+      totals.dispatch_cache += stream->dispatch_cache.stats();
+      totals.transfer_cache += stream->transfer_cache.stats();
+      totals.upload_staging += stream->staging.stats();
+      totals.suspended_streams += stream->suspended ? 1 : 0;
+      totals.parked_operations += stream->parked.size();
     });
   }
-  return status;
+  return totals;
 }
 
 std::vector<TenantUsage> AdminViews::ListTenants() const {

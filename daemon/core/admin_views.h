@@ -30,6 +30,10 @@
 
 namespace hrx::daemon {
 
+// The work of `table`'s sessions, summed (each session under its own lock,
+// one at a time).
+WorkTotals SumWork(const SessionTable& table);
+
 class AdminViews {
  public:
   AdminViews(const DeviceSet& devices, SessionTable& sessions, Sharing& sharing,

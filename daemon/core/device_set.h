@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/backend/backend.h"
 #include "daemon/core/tenants.h"
+#include "daemon/core/types.h"
 
 namespace hrx::daemon {
 
@@ -58,6 +59,8 @@ class DeviceSet {
   virtual UsageCounts HeldElsewhere(const std::string& tenant) const {
     return {};
   }
+  // The work of the rings executors serve, as they last reported it.
+  virtual WorkTotals WorkElsewhere() const { return {}; }
   // Whether `tenant`'s backend serves no other tenant: its allocations can
   // only ever reuse its own freed memory. When not, device memory is
   // allocated zeroed, so no tenant reads another's leftovers.

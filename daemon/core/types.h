@@ -218,17 +218,11 @@ struct BufferSummary {
   bool shared = false;
 };
 
-struct CoreStatus {
-  DeviceInfo device;
-  uint64_t uptime_seconds = 0;
-  uint64_t sessions = 0;
-  uint64_t streams = 0;
-  uint64_t buffers = 0;
-  uint64_t bytes_in_use = 0;
+// What sessions' work has done and holds, summed over sessions and their
+// streams: hrxd's own (SumWork), and what each executor reports of the
+// sessions whose rings it serves.
+struct WorkTotals {
   uint64_t commands_submitted = 0;
-  uint64_t kernels = 0;
-  uint64_t events = 0;
-  uint32_t queues_created = 0;
   CacheStats dispatch_cache;  // summed over streams
   CacheStats transfer_cache;  // summed over streams
   PoolStats allocation_pool;  // summed over sessions
@@ -236,6 +230,34 @@ struct CoreStatus {
   PoolStats upload_staging;   // completed upload staging, summed over streams
   uint64_t suspended_streams = 0;  // a batch waits at the staging bound
   uint64_t parked_operations = 0;  // ordered behind such batches
+
+  WorkTotals& operator+=(const WorkTotals& other) {
+    commands_submitted += other.commands_submitted;
+    dispatch_cache += other.dispatch_cache;
+    transfer_cache += other.transfer_cache;
+    allocation_pool += other.allocation_pool;
+    staging_pool += other.staging_pool;
+    upload_staging += other.upload_staging;
+    suspended_streams += other.suspended_streams;
+    parked_operations += other.parked_operations;
+    return *this;
+  }
+};
+
+// The work totals are hrxd's and its executors' together.
+struct CoreStatus : WorkTotals {
+  DeviceInfo device;
+  uint64_t uptime_seconds = 0;
+  uint64_t sessions = 0;
+  uint64_t streams = 0;
+  uint64_t buffers = 0;
+  uint64_t bytes_in_use = 0;
+  uint64_t kernels = 0;
+  uint64_t events = 0;
+  uint32_t queues_created = 0;
+  // Of commands_submitted, those enqueued by the rings executors serve
+  // (hrxd never saw them).
+  uint64_t executor_commands = 0;
 };
 
 }  // namespace hrx::daemon

@@ -21,6 +21,7 @@
 #include "absl/strings/strip.h"
 #include "daemon/executor/executor_main.h"
 #include "daemon/executor/sandbox.h"
+#include "daemon/executor/work_report.h"
 #include "daemon/logging.h"
 #include "shared/refusal.h"
 #include "shared/status_macros.h"
@@ -531,6 +532,29 @@ daemon::UsageCounts ExecutorPool::HeldElsewhere(
     }
   }
   return usage;
+}
+
+daemon::WorkTotals ExecutorPool::WorkElsewhere() const {
+  std::vector<std::shared_ptr<backend::remote::ExecutorLink>> links;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, executor] : executors_) {
+      if (executor.backend != nullptr) {
+        links.push_back(executor.backend->link());
+      }
+    }
+  }
+  // Current reports: asked of every executor at once, each waited for at
+  // most until the common deadline (a frozen one gives its last report).
+  std::vector<uint64_t> asked;
+  for (const auto& link : links) asked.push_back(link->AskReport());
+  const absl::Time deadline = absl::Now() + kReportWait;
+  daemon::WorkTotals totals;
+  for (size_t i = 0; i < links.size(); ++i) {
+    links[i]->AwaitReport(asked[i], deadline);
+    totals += DecodeWork(links[i]->work());
+  }
+  return totals;
 }
 
 void ExecutorPool::SetLostCallback(LostCallback lost) {

@@ -79,6 +79,9 @@ struct ExecutorOptions {
 // within ExecutorOptions::hang_limit (--executor_hang_ms) is frozen and is
 // killed, so a stopped executor holds its tenant's calls at most that long.
 inline constexpr absl::Duration kPingInterval = absl::Milliseconds(250);
+// How long a status waits for the executors' current work reports (past
+// it, an executor's last report stands).
+inline constexpr absl::Duration kReportWait = absl::Milliseconds(100);
 
 class ExecutorPool final : public daemon::DeviceSet {
  public:
@@ -98,6 +101,7 @@ class ExecutorPool final : public daemon::DeviceSet {
   absl::Status device_status() const override { return absl::OkStatus(); }
   std::vector<daemon::ExecutorInfo> executors() const override;
   daemon::UsageCounts HeldElsewhere(const std::string& tenant) const override;
+  daemon::WorkTotals WorkElsewhere() const override;
   bool Exclusive(const daemon::Tenant& tenant) const override {
     return tenant.own_executor();
   }

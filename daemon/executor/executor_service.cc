@@ -198,6 +198,9 @@ void ExecutorService::Reply(uint64_t id, const absl::Status& status,
   SetStatus(status, &reply);
   reply.set_has_fd(fd.valid());
   reply.set_bytes_in_use(backend_.bytes_in_use());
+  // After a revocation or a session's end too: hrxd's status is current
+  // when the free or close is answered.
+  *reply.mutable_work() = sessions_->Work();
   wire::Event event;
   *event.mutable_reply() = std::move(reply);
   writer_.Send(event, std::move(fd));

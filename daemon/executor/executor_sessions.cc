@@ -7,7 +7,9 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "daemon/core/admin_views.h"
 #include "daemon/core/stream_gate.h"
+#include "daemon/executor/work_report.h"
 #include "daemon/server/core_stream_engine.h"
 #include "daemon/server/decode.h"
 #include "daemon/server/encode_stats.h"
@@ -406,6 +408,12 @@ std::vector<wire::HeldUsage> ExecutorSessions::Held() const {
     entry.set_events(count(daemon::Resource::kEvents));
   }
   return held;
+}
+
+wire::WorkTotals ExecutorSessions::Work() const {
+  wire::WorkTotals work;
+  EncodeWork(daemon::SumWork(sessions_), &work);
+  return work;
 }
 
 size_t ExecutorSessions::rings() const {

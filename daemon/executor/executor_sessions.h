@@ -98,6 +98,8 @@ class ExecutorSessions {
   // What the sessions here hold now, by tenant: the usage hrxd does not
   // charge itself (commands in flight, reply bytes, events). Any thread.
   std::vector<hrx::executor::v1::HeldUsage> Held() const;
+  // The work of the sessions here (their commands, caches and pools).
+  hrx::executor::v1::WorkTotals Work() const;
 
  private:
   void Ended(daemon::RingServer* ring);  // from the ring's thread

@@ -688,6 +688,7 @@ grpc::ServerUnaryReactor* DaemonStatusService::GetStatus(
                        response->mutable_upload_staging());
         response->set_suspended_streams(status.suspended_streams);
         response->set_parked_operations(status.parked_operations);
+        response->set_executor_commands(status.executor_commands);
         return Finish(core_, context, absl::OkStatus());
       });
 }

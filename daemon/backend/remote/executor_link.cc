@@ -158,6 +158,35 @@ std::vector<hrx::executor::v1::HeldUsage> ExecutorLink::held() const {
   return held_;
 }
 
+hrx::executor::v1::WorkTotals ExecutorLink::work() const {
+  absl::MutexLock lock(&mu_);
+  if (!lost_.ok()) return {};
+  return work_;
+}
+
+uint64_t ExecutorLink::AskReport() {
+  wire::Request ping;
+  ping.set_id(NewId());
+  ping.mutable_ping();
+  {
+    absl::MutexLock lock(&mu_);
+    if (!lost_.ok()) return 0;
+    reports_asked_.insert(ping.id());
+  }
+  Post(ping);
+  return ping.id();
+}
+
+void ExecutorLink::AwaitReport(uint64_t id, absl::Time deadline) {
+  if (id == 0) return;
+  absl::MutexLock lock(&mu_);
+  auto answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !reports_asked_.contains(id) || !lost_.ok();
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&answered), deadline);
+  reports_asked_.erase(id);
+}
+
 absl::Status ExecutorLink::lost() const {
   absl::MutexLock lock(&mu_);
   return lost_;
@@ -332,6 +361,8 @@ void ExecutorLink::Deliver(wire::Event& event) {
     shared::UniqueFd fd =
         reply.has_fd() ? reader_.TakeFd() : shared::UniqueFd();
     absl::MutexLock lock(&mu_);
+    if (reply.has_work()) work_ = reply.work();
+    if (reports_asked_.erase(reply.id()) != 0) return;
     if (reply.id() == ping_id_ && ping_id_ != 0) {
       ping_id_ = 0;
       pong_at_ = absl::Now();

@@ -27,6 +27,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -106,6 +107,16 @@ class ExecutorLink {
   // What the rings the executor serves hold, per tenant, as of its last
   // pong (at most kMaxHeldEntries entries; empty once lost).
   std::vector<hrx::executor::v1::HeldUsage> held() const;
+  // The work of the rings it serves, as of its last answer (empty once
+  // lost).
+  hrx::executor::v1::WorkTotals work() const;
+  // Asks for a current report without waiting (a ping of its own, which
+  // the executor's reader answers at once); returns its id (0 once lost).
+  uint64_t AskReport();
+  // Waits until `deadline` for the answer to AskReport's `id`: work() is
+  // then as of the ask. A frozen executor only costs the wait (the
+  // watchdog judges it).
+  void AwaitReport(uint64_t id, absl::Time deadline);
 
   // OK while the executor serves.
   absl::Status lost() const;
@@ -195,6 +206,9 @@ class ExecutorLink {
   // serves), which no RemoteQueue here sees.
   absl::Duration ring_stall_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   std::vector<hrx::executor::v1::HeldUsage> held_ ABSL_GUARDED_BY(mu_);
+  hrx::executor::v1::WorkTotals work_ ABSL_GUARDED_BY(mu_);
+  // AskReport's asks not yet answered.
+  absl::flat_hash_set<uint64_t> reports_asked_ ABSL_GUARDED_BY(mu_);
   // Held while an event is delivered to a queue: Detach waits for it.
   // Lock order: deliver_mu_, attached_mu_, mu_.
   absl::Mutex deliver_mu_;
