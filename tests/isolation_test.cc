@@ -5,9 +5,11 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "hrx/executor/v1/executor.pb.h"
 #include "tests/isolation_fixture.h"
 
 namespace hrx::testing {
@@ -328,6 +331,126 @@ TEST_F(IsolationTest, EvictingASessionWhoseKernelNeverEndsKillsItsExecutor) {
   ExpectBystanderUnharmed(bystander);
   EXPECT_TRUE(ChargesBackToZero("ops"));
   EXPECT_THAT(LastLoss("ops"), HasSubstr("an admin evicted a session"));
+}
+
+TEST_F(IsolationTest, AKernelForgingItsExecutorsFramesReachesNoOtherTenant) {
+  // Executors serve their tenants' rings: the attacker's kernel runs in the
+  // process that holds copies of its session's tables and hrxd's link.
+  if (TestBackend() == "hip") {
+    GTEST_SKIP() << "a GPU kernel makes no system calls: tenant code that "
+                    "can write the link is the CPU backend's (host code)";
+  }
+  RestartDaemon({"--executor_rings", "--executor_watchdog_ms=1500"});
+  Subprocess bystander = StartBystander(/*rounds=*/40);
+  auto attacker = Connect();
+  ASSERT_THAT(attacker.status(), IsOk());
+  // The bystander's session, as an attacker could guess it (ids are small).
+  uint64_t victim = 0;
+  for (int i = 0; i < 250 && victim == 0; ++i) {
+    grpc::ClientContext context;
+    hrx::v1::ListSessionsResponse sessions;
+    ASSERT_TRUE(
+        admin_
+            ->ListSessions(&context, hrx::v1::ListSessionsRequest(), &sessions)
+            .ok());
+    for (const auto& info : sessions.sessions()) {
+      if (info.client_name() == "client_worker 5") victim = info.id();
+    }
+    if (victim == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_NE(victim, 0u);
+
+  // Everything the executor may say to hrxd, about the bystander's session:
+  // an ask for its objects, their release, its rings' end, its end, and
+  // answers to calls hrxd never put.
+  std::string frames;
+  auto add = [&frames](const hrx::executor::v1::Event& event) {
+    const std::string bytes = event.SerializeAsString();
+    const uint32_t length = static_cast<uint32_t>(bytes.size());
+    frames.append(reinterpret_cast<const char*>(&length), sizeof(length));
+    frames += bytes;
+  };
+  for (uint64_t object = 1; object <= 16; ++object) {
+    hrx::executor::v1::Event ask;
+    ask.mutable_ask()->set_ask(1000 + object);
+    ask.mutable_ask()->set_session(victim);
+    ask.mutable_ask()->set_kind(1);
+    hrx::executor::v1::SealedHandle* handle =
+        ask.mutable_ask()->mutable_handle();
+    handle->set_session(victim);
+    handle->set_object(object);
+    handle->set_tag(0x5eed0000 + object);
+    add(ask);
+    hrx::executor::v1::Event ended;
+    ended.mutable_ring_ended()->set_session(victim);
+    ended.mutable_ring_ended()->set_stream(object);
+    add(ended);
+    hrx::executor::v1::Event answer;
+    answer.mutable_event_answer()->set_call(object);
+    answer.mutable_event_answer()->set_complete(true);
+    add(answer);
+  }
+  hrx::executor::v1::Event released;
+  released.mutable_released()->set_session(victim);
+  for (uint64_t object = 1; object <= 64; ++object) {
+    released.mutable_released()->add_objects(object);
+  }
+  released.mutable_released()->set_session_ended(true);
+  add(released);
+
+  // The bystander's upload pattern (client_worker, seed 5, round 0), which
+  // lives only in the shared executor and hrxd; and the attacker's own.
+  std::array<uint8_t, 16> theirs;
+  for (size_t i = 0; i < theirs.size(); ++i) {
+    theirs[i] = static_cast<uint8_t>(((4096 + i) * 131 + 5 * 7) >> 3);
+  }
+  std::array<uint8_t, 16> mine;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    mine[i] = static_cast<uint8_t>(0xa5 ^ (i * 29));
+  }
+  auto own = attacker->stream->Allocate(4096);
+  ASSERT_THAT(own.status(), IsOk());
+  ASSERT_THAT(attacker->stream->Upload(own->Binding(), mine), IsOk());
+  auto forged = attacker->stream->Allocate(frames.size());
+  ASSERT_THAT(forged.status(), IsOk());
+  ASSERT_THAT(
+      attacker->stream->Upload(
+          forged->Binding(),
+          {reinterpret_cast<const uint8_t*>(frames.data()), frames.size()}),
+      IsOk());
+  auto out = attacker->stream->Allocate(20);
+  ASSERT_THAT(out.status(), IsOk());
+  auto kernel = attacker->stream->LoadKernelFile(KernelPath("forge"), "forge");
+  ASSERT_THAT(kernel.status(), IsOk());
+  std::array<uint8_t, 32> inverted;
+  for (size_t i = 0; i < 16; ++i) {
+    inverted[i] = static_cast<uint8_t>(~mine[i]);
+    inverted[16 + i] = static_cast<uint8_t>(~theirs[i]);
+  }
+  auto constants = Constants::FromBytes(inverted);
+  ASSERT_THAT(constants.status(), IsOk());
+  const View bindings[] = {forged->Binding(), out->Binding()};
+  ASSERT_THAT(attacker->stream->Dispatch(*kernel, {1, 1, 1}, {1, 1, 1},
+                                         *constants, bindings),
+              IsOk());
+  std::vector<uint8_t> result(20);
+  ASSERT_THAT(attacker->stream->ReadBlocking(out->Binding(), result), IsOk());
+  uint32_t words[5];
+  std::memcpy(words, result.data(), sizeof(words));
+  // The frames went out, whole, on the link.
+  EXPECT_EQ(words[0], frames.size()) << "errno " << words[1];
+  EXPECT_EQ(words[4], 0u) << "the kernel could not read its own memory";
+  // Its own bytes are there to find (the search works); the bystander's
+  // are not.
+  EXPECT_GE(words[2], 1u);
+  EXPECT_EQ(words[3], 0u);
+
+  // hrxd took none of it for the bystander: its rings, buffers and bytes
+  // are intact through every round (a buffer released early would have
+  // been reused under it), and its charges come back to exactly zero once
+  // it is done (none given back twice).
+  ExpectBystanderUnharmed(bystander);
+  EXPECT_TRUE(ChargesBackToZero("bystander"));
 }
 
 }  // namespace
