@@ -51,10 +51,11 @@ ABSL_FLAG(std::string, tls_client_ca, "",
 ABSL_FLAG(bool, executors, true,
           "run tenants' device work in sandboxed executor processes (off: "
           "inside hrxd, kernels included)");
-ABSL_FLAG(bool, executor_rings, false,
+ABSL_FLAG(bool, executor_rings, true,
           "serve the rings of tenants whose work runs in an executor from "
-          "that executor, not from hrxd (in progress: see "
-          "docs/architecture.md, \"Executors\", for what is served there)");
+          "that executor, so hrxd is off their per-command path (off: hrxd "
+          "serves every ring and forwards its commands; see "
+          "docs/architecture.md, \"Executors\")");
 ABSL_FLAG(std::string, executor_user, "nobody",
           "the user executors run as when hrxd runs as root and "
           "--executor_uid_base is 0");

@@ -39,7 +39,7 @@ struct DaemonOptions {
   bool executors = true;
   // Rings of tenants whose work runs in an executor are served there (the
   // direct data plane, being built: docs/architecture.md, "Executors").
-  bool executor_rings = false;
+  bool executor_rings = true;
   std::string executor_user = "nobody";  // when hrxd runs as root
   // First of the uids executors get one each of (hrxd as root; 0: none).
   uint32_t executor_uid_base = 2147352576;
