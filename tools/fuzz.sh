@@ -13,7 +13,7 @@ set -u
 cd "$(dirname "$0")/.."
 seconds=${1:-15}
 targets=(decode_fuzzer config_fuzzer handle_fuzzer launch_fuzzer ring_fuzzer
-         executor_frame_fuzzer ticket_fuzzer)
+         executor_frame_fuzzer ticket_fuzzer executor_ring_fuzzer)
 findings=${HRX_FUZZ_FINDINGS:-/tmp/hrx-fuzz-findings}
 source tools/lib/clang_output_base.sh
 bazel_fuzz() { bazel --output_base="$clang_output_base" "$@"; }

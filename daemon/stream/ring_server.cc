@@ -247,12 +247,29 @@ bool RingServer::ServeOnce() {
     OnRequest(parsed);
     return true;
   }
-  if (header().client_closed.load() != 0 && !reader_.in_message()) {
-    // The client's half-close, once everything it wrote was read.
-    want_read_.store(false);
-    requests_ended_ = true;
-    OnRequestsEnded();
-    return true;
+  if (header().client_closed.load() != 0) {
+    if (!reader_.in_message()) {
+      // The client's half-close, once everything it wrote was read.
+      want_read_.store(false);
+      requests_ended_ = true;
+      OnRequestsEnded();
+      return true;
+    }
+    // Closed in the middle of a message: what it wrote before closing is
+    // all there will be (it closes after writing), so the rest never comes.
+    const uint64_t written = header().submit_written.value.load();
+    if (written <= reader_.position()) {
+      want_read_.store(false);
+      requests_ended_ = true;
+      OnBroken(Refusal(
+          Reason::kRingBroken,
+          absl::StrFormat("the stream's shared ring is corrupt: the client "
+                          "closed it in the middle of a message (%u bytes "
+                          "written). Fix: do not write the ring except "
+                          "through libhrx; open a new stream.",
+                          written)));
+      return true;
+    }
   }
   return progress;
 }
