@@ -160,30 +160,51 @@ int main(int argc, char** argv) {
   const double ping_pong = PingPongMicros(rounds);
   const InProcess in_process = MeasureInProcess(rounds, fills);
 
-  const std::string dir = hrx::testing::MakeShortTempDir();
-  const std::string socket_path = dir + "/hrxd.sock";
-  const char* daemon_path = std::getenv("HRXD_BINARY");
-  std::vector<std::string> daemon_argv = {
-      daemon_path != nullptr ? daemon_path
-                             : hrx::testing::RunfilePath("daemon/hrxd"),
-      "--socket=" + socket_path, "--backend=cpu", "--log-level=warn"};
+  // A daemon with `flag` (none if empty) for `measure`.
+  auto with_daemon = [&](const std::string& flag, auto measure) -> bool {
+    const std::string dir = hrx::testing::MakeShortTempDir();
+    const std::string socket_path = dir + "/hrxd.sock";
+    const char* daemon_path = std::getenv("HRXD_BINARY");
+    std::vector<std::string> daemon_argv = {
+        daemon_path != nullptr ? daemon_path
+                               : hrx::testing::RunfilePath("daemon/hrxd"),
+        "--socket=" + socket_path, "--backend=cpu", "--log-level=warn"};
+    if (!flag.empty()) daemon_argv.push_back(flag);
+    hrx::testing::Subprocess daemon =
+        hrx::testing::Subprocess::Start(daemon_argv, dir);
+    if (!hrx::testing::WaitUntilServing(socket_path, &daemon)) {
+      std::fprintf(stderr, "latency_benchmark: hrxd did not start: %s\n",
+                   daemon.Stderr().c_str());
+      return false;
+    }
+    measure(socket_path);
+    daemon.Signal(SIGTERM);
+    daemon.Wait();
+    return true;
+  };
+  absl::StatusOr<DaemonFigures> ring = absl::UnknownError("not run");
+  absl::StatusOr<DaemonFigures> grpc = ring;
+  absl::StatusOr<DaemonFigures> unisolated = ring;
   const std::string extra = FlagText(argc, argv, "daemon_flags", "");
-  if (!extra.empty()) daemon_argv.push_back(extra);
-  hrx::testing::Subprocess daemon =
-      hrx::testing::Subprocess::Start(daemon_argv, dir);
-  if (!hrx::testing::WaitUntilServing(socket_path, &daemon)) {
-    std::fprintf(stderr, "latency_benchmark: hrxd did not start: %s\n",
-                 daemon.Stderr().c_str());
+  if (!with_daemon(extra, [&](const std::string& socket_path) {
+        ring = MeasureDaemon(socket_path, hrx::Transport::kRing, rounds, fills);
+        grpc = MeasureDaemon(socket_path, hrx::Transport::kGrpc, rounds, fills);
+      })) {
     return 1;
   }
-  auto ring = MeasureDaemon(socket_path, hrx::Transport::kRing, rounds, fills);
-  auto grpc = MeasureDaemon(socket_path, hrx::Transport::kGrpc, rounds, fills);
-  daemon.Signal(SIGTERM);
-  daemon.Wait();
-  if (!ring.ok() || !grpc.ok()) {
-    std::fprintf(stderr, "latency_benchmark: %s %s\n",
+  // The baseline of what executors cost: the same daemon with its tenants'
+  // work inside it.
+  if (!with_daemon("--executors=false", [&](const std::string& socket_path) {
+        unisolated =
+            MeasureDaemon(socket_path, hrx::Transport::kRing, rounds, fills);
+      })) {
+    return 1;
+  }
+  if (!ring.ok() || !grpc.ok() || !unisolated.ok()) {
+    std::fprintf(stderr, "latency_benchmark: %s %s %s\n",
                  ring.status().ToString().c_str(),
-                 grpc.status().ToString().c_str());
+                 grpc.status().ToString().c_str(),
+                 unisolated.status().ToString().c_str());
     return 1;
   }
 
@@ -201,6 +222,10 @@ int main(int argc, char** argv) {
       {"poll_vs_ping_pong", ring->poll, grpc->poll, ping_pong, "ping-pong"},
       {"batched_fill_vs_in_process", ring->batched, grpc->batched,
        in_process.batched, "in-process"},
+      {"fill_sync_vs_no_executors", ring->fill_sync, grpc->fill_sync,
+       unisolated->fill_sync, "ring, --executors=false"},
+      {"batched_fill_vs_no_executors", ring->batched, grpc->batched,
+       unisolated->batched, "ring, --executors=false"},
   };
   std::printf(
       "latency_benchmark (CPU backend, p50 of %d; batched: %lu fills)\n",
