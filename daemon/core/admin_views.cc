@@ -108,7 +108,11 @@ TenantUsage AdminViews::UsageOf(const Tenant& tenant, uint64_t sessions) const {
   usage.limits = tenant.limits();
   usage.usage = tenant.usage();
   const UsageCounts elsewhere = devices_.HeldElsewhere(tenant.name());
-  for (size_t i = 0; i < kResourceCount; ++i) usage.usage[i] += elsewhere[i];
+  for (size_t i = 0; i < kResourceCount; ++i) {
+    uint64_t& total = usage.usage[i];
+    total =
+        elsewhere[i] > UINT64_MAX - total ? UINT64_MAX : total + elsewhere[i];
+  }
   usage.sessions = sessions;
   usage.load_kernels = tenant.load_kernels();
   const Sharing::Retired detached = sharing_.RetiredExports(tenant.name());

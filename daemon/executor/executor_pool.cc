@@ -349,6 +349,7 @@ void ExecutorPool::Lost(const std::string& name, ExecutorLink* link,
     }
     Executor& executor = it->second;
     const pid_t pid = executor.pid;
+    dying_.push_back(std::move(executor.backend));
     executor.backend.reset();
     executor.pid = 0;
     executor.pidfd.reset();
@@ -428,8 +429,18 @@ void ExecutorPool::Watch() {
   while (true) {
     std::vector<std::pair<std::string, std::shared_ptr<ExecutorLink>>> links;
     std::vector<std::shared_ptr<const shared::UniqueFd>> pidfds;
+    // Let go of here, outside the lock, on this thread.
+    std::vector<std::shared_ptr<backend::remote::RemoteBackend>> gone;
     {
       absl::MutexLock lock(&mu_);
+      for (auto it = dying_.begin(); it != dying_.end();) {
+        if ((*it)->link()->delivered()) {
+          gone.push_back(std::move(*it));
+          it = dying_.erase(it);
+        } else {
+          ++it;
+        }
+      }
       auto stop = [this]()
                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
       if (mu_.AwaitWithTimeout(absl::Condition(&stop),
@@ -451,6 +462,16 @@ void ExecutorPool::Watch() {
             absl::StrFormat("made no progress for %s (a kernel that "
                             "does not finish) and was killed",
                             absl::FormatDuration(options_.watchdog))));
+        KillExecutor(*pidfds[i]);
+      }
+      if (link->lost().ok() && link->Overdue(now)) {
+        link->Lose(ExecutorLostStatus(
+            link->tenant(),
+            absl::StrFormat(
+                "did not report a session's end within %s (its "
+                "work there not done, or a broken executor) and "
+                "was killed",
+                absl::FormatDuration(backend::remote::kSessionEndLimit))));
         KillExecutor(*pidfds[i]);
       }
       if (link->lost().ok() && link->Unresponsive(now, HangLimit())) {

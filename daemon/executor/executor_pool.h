@@ -194,6 +194,12 @@ class ExecutorPool final : public daemon::DeviceSet {
   backend::DeviceProperties properties_;
   mutable absl::Mutex mu_;
   std::map<std::string, Executor> executors_ ABSL_GUARDED_BY(mu_);
+  // Backends of lost executors, held until their link's delivery thread is
+  // done (the watchdog lets go of them then): what its callbacks let go of
+  // (a released buffer, the link itself) must never be the link's last
+  // reference, or the link would be destroyed on that thread.
+  std::vector<std::shared_ptr<backend::remote::RemoteBackend>> dying_
+      ABSL_GUARDED_BY(mu_);
   LostCallback lost_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint32_t next_slot_ ABSL_GUARDED_BY(mu_) = 0;

@@ -91,7 +91,8 @@ void ExecutorService::Serve() {
         pong.set_ring_stall_ms(static_cast<uint64_t>(
             absl::ToInt64Milliseconds(sessions_->LongestStall(absl::Now()))));
         for (auto& held : sessions_->Held()) *pong.add_held() = std::move(held);
-        Reply(request.id(), absl::OkStatus(), std::move(pong));
+        Reply(request.id(), absl::OkStatus(), std::move(pong), {},
+              /*with_work=*/false);
         continue;
       }
       // The descriptor a request carries is taken here, in frame order
@@ -192,7 +193,8 @@ void ExecutorService::Answer(const wire::AskAnswer& answer) {
 }
 
 void ExecutorService::Reply(uint64_t id, const absl::Status& status,
-                            wire::Reply reply, shared::UniqueFd fd) {
+                            wire::Reply reply, shared::UniqueFd fd,
+                            bool with_work) {
   if (id == 0) return;  // one-way
   reply.set_id(id);
   SetStatus(status, &reply);
@@ -200,7 +202,7 @@ void ExecutorService::Reply(uint64_t id, const absl::Status& status,
   reply.set_bytes_in_use(backend_.bytes_in_use());
   // After a revocation or a session's end too: hrxd's status is current
   // when the free or close is answered.
-  *reply.mutable_work() = sessions_->Work();
+  if (with_work) *reply.mutable_work() = sessions_->Work();
   wire::Event event;
   *event.mutable_reply() = std::move(reply);
   writer_.Send(event, std::move(fd));
@@ -333,6 +335,8 @@ void ExecutorService::Handle(const Request& request) {
       return;
     }
     case Request::kPing:
+      return Reply(request.id(), absl::OkStatus());
+    case Request::kReportWork:
       return Reply(request.id(), absl::OkStatus());
     case Request::OP_NOT_SET:
       return Reply(request.id(), UnknownObject("operation", 0));

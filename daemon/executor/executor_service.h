@@ -66,9 +66,11 @@ class ExecutorService final : private backend::remote::LocalObjects {
   };
 
   void Handle(const Request& request);
+  // `with_work`: carry the sessions' work report (it waits for each
+  // session's lock; the reader thread's ping answers go without it).
   void Reply(uint64_t id, const absl::Status& status,
              hrx::executor::v1::Reply reply = {},
-             shared::UniqueFd fd = shared::UniqueFd());
+             shared::UniqueFd fd = shared::UniqueFd(), bool with_work = true);
   absl::Status Enqueue(const hrx::executor::v1::Enqueue& enqueue);
   // Runs `done` with the status of hrxd's fence `fence` once real fence
   // `real` of `state` has completed, then reports progress.

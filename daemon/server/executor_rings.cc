@@ -38,6 +38,8 @@ shared::WireHandle FromWire(const wire::SealedHandle& handle) {
 constexpr int kMaxReleasedPerFrame = 1 << 16;
 // The longest `what` an ask may carry into a refusal hrxd echoes.
 constexpr size_t kMaxAskWhatBytes = 128;
+// Event and stream calls of one session waiting for its executor's answer.
+constexpr size_t kMaxForwardedCallsPerSession = 1024;
 
 ExecutorRings::ExecutorRings(Core& core) : core_(core) {
   {
@@ -287,16 +289,30 @@ bool ExecutorRings::Put(uint64_t session, uint64_t stream, wire::EventCall call,
                         AnswerDone done) {
   wire::Request request;
   std::shared_ptr<ExecutorLink> link;
+  bool full = false;  // at the cap: refused, outside the lock
   {
     absl::MutexLock lock(&mu_);
     auto it = served_.find(session);
     if (it == served_.end()) return false;
     if (stream != 0 && !it->second.holds.contains(stream)) return false;
-    link = it->second.link;
-    const uint64_t id = next_event_call_++;
-    event_calls_[id] = EventCallWaiting{session, link, std::move(done)};
-    call.set_call(id);
-    *request.mutable_event_call() = std::move(call);
+    full = it->second.calls >= kMaxForwardedCallsPerSession;
+    if (!full) {
+      ++it->second.calls;
+      link = it->second.link;
+      const uint64_t id = next_event_call_++;
+      event_calls_[id] = EventCallWaiting{session, link, std::move(done)};
+      call.set_call(id);
+      *request.mutable_event_call() = std::move(call);
+    }
+  }
+  if (full) {
+    done(Refusal(Reason::kTooManyCalls,
+                 absl::StrFormat("%u calls of this session wait for its "
+                                 "executor's answer (at most %u). Fix: wait "
+                                 "for them before sending more.",
+                                 kMaxForwardedCallsPerSession,
+                                 kMaxForwardedCallsPerSession)));
+    return true;
   }
   // A lost link answers nothing: the session's end (which the loss brings)
   // fails the call.
@@ -329,6 +345,12 @@ void ExecutorRings::OnLost(const std::shared_ptr<ExecutorLink>& link) {
     for (auto it = ending_.begin(); it != ending_.end();) {
       auto holder = it->second.link.lock();
       if (holder == nullptr || holder == link) {
+        // Its rings ended with the executor, without a word to their
+        // clients: hrxd tells them why.
+        for (const auto& [stream, ring] : it->second.holds) {
+          FinishRingRegion(ring->base, link->lost());
+          going.push_back(ring);
+        }
         ended.push_back(std::move(it->second.ended));
         ending_.erase(it++);
       } else {
@@ -373,8 +395,16 @@ void ExecutorRings::EndSession(uint64_t session, const absl::Status& why,
         releasing_[{session, object}].push_back(
             Releasing{ended.link, std::move(keep)});
       }
-      ending_[session] = Ending{ended.link, std::move(done)};
-      waiting = true;
+      // Stopping, nothing waits for the executor (StopAll).
+      if (!stopping_) {
+        // Its rings' regions (their charges and cap slots) stay held until
+        // the executor says the session's work there is done.
+        ending_[session] =
+            Ending{ended.link, std::move(done), std::exchange(ended.holds, {}),
+                   ended.link->Expect(absl::Now() +
+                                      backend::remote::kSessionEndLimit)};
+        waiting = true;
+      }
     }
   }
   for (AnswerDone& call : unanswered) {
@@ -386,19 +416,22 @@ void ExecutorRings::EndSession(uint64_t session, const absl::Status& why,
   if (!waiting) {
     // Nothing of it runs in an executor (any more). A lost executor ended
     // its rings without a word to their clients: hrxd tells them why.
-    if (ended.link != nullptr) {
+    if (ended.link != nullptr && !ended.link->lost().ok()) {
       for (const auto& [stream, ring] : ended.holds) {
         FinishRingRegion(ring->base, ended.link->lost());
       }
     }
+    if (ended.link != nullptr && ended.link->lost().ok()) {
+      wire::Request request;
+      wire::EndSession* end = request.mutable_end_session();
+      end->set_session(session);
+      end->set_code(static_cast<int>(why.code()));
+      end->set_message(std::string(why.message()));
+      ended.link->Post(request);
+    }
     return done();
   }
-  // Lost since (otherwise the executor's own ring ends them).
-  if (!ended.link->lost().ok()) {
-    for (const auto& [stream, ring] : ended.holds) {
-      FinishRingRegion(ring->base, ended.link->lost());
-    }
-  }
+  // (Lost since: OnLost ends its rings for their clients and the wait.)
   wire::Request request;
   wire::EndSession* end = request.mutable_end_session();
   end->set_session(session);
@@ -410,15 +443,29 @@ void ExecutorRings::EndSession(uint64_t session, const absl::Status& why,
 ExecutorRings::HandedRing::~HandedRing() { munmap(base, bytes); }
 
 void ExecutorRings::StopAll() {
-  absl::MutexLock lock(&mu_);
   const absl::Status stopping =
       Refusal(Reason::kShuttingDown,
               "hrxd is stopping. Fix: reconnect once it has restarted.");
-  for (const auto& [session, served] : served_) {
-    for (const auto& [stream, ring] : served.holds) {
-      FinishRingRegion(ring->base, stopping);
+  // Nothing waits for an executor's word from here (gRPC's shutdown waits
+  // for every call): calls waiting for an answer fail, closes are done.
+  std::vector<AnswerDone> unanswered;
+  absl::flat_hash_map<uint64_t, Ending> ending;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    for (const auto& [session, served] : served_) {
+      for (const auto& [stream, ring] : served.holds) {
+        FinishRingRegion(ring->base, stopping);
+      }
     }
+    for (auto& [id, call] : event_calls_) {
+      unanswered.push_back(std::move(call.done));
+    }
+    event_calls_.clear();
+    ending.swap(ending_);
   }
+  for (AnswerDone& done : unanswered) done(stopping);
+  for (auto& [session, waiting] : ending) waiting.ended();
 }
 
 size_t ExecutorRings::sessions() const {
@@ -440,6 +487,10 @@ void ExecutorRings::OnControl(const std::weak_ptr<ExecutorLink>& weak,
       // Only the executor asked may answer.
       if (it == event_calls_.end() || it->second.link.lock() != link) return;
       done = std::move(it->second.done);
+      auto served = served_.find(it->second.session);
+      if (served != served_.end() && served->second.calls > 0) {
+        --served->second.calls;
+      }
       event_calls_.erase(it);
     }
     if (answer.code() != 0) {
@@ -481,6 +532,10 @@ void ExecutorRings::OnControl(const std::weak_ptr<ExecutorLink>& weak,
       if (event.released().session_ended() && ending != ending_.end() &&
           ending->second.link.lock() == link) {
         closed = std::move(ending->second.ended);
+        link->Kept(ending->second.promise);
+        for (auto& [stream, ring] : ending->second.holds) {
+          going.push_back(std::move(ring));
+        }
         ending_.erase(ending);
       }
     }

@@ -32,6 +32,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "daemon/backend/remote/executor_link.h"
 #include "daemon/core/core.h"
 #include "daemon/core/session_mirrors.h"
@@ -92,7 +93,8 @@ class ExecutorRings final : public SessionMirror {
   // SessionMirror.
   void Revoke(uint64_t session, uint64_t object) override;
   void EndSession(uint64_t session, const absl::Status& why,
-                  std::function<void()> ended) override;
+                  std::function<void()> ended) override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Sessions with a ring in an executor.
   size_t sessions() const;
@@ -124,6 +126,7 @@ class ExecutorRings final : public SessionMirror {
     // hrxd ends the ring for its client if the executor is lost with it.
     absl::flat_hash_map<uint64_t, std::shared_ptr<HandedRing>> holds;
     bool opened = false;  // the executor has it
+    size_t calls = 0;     // its event and stream calls waiting for answers
     // What the executor was told each installed object is: kept (its
     // memory not reused, its charge held) until the executor reports that
     // no queued work uses it.
@@ -147,13 +150,15 @@ class ExecutorRings final : public SessionMirror {
                           const std::function<void(ExecutorRings&)>& call);
   // `link` is lost: lets go of what it will never release, and the closes
   // waiting for its sessions' ends are done.
-  void OnLost(const std::shared_ptr<backend::remote::ExecutorLink>& link);
+  void OnLost(const std::shared_ptr<backend::remote::ExecutorLink>& link)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::Status OpenThere(
       const std::shared_ptr<backend::remote::ExecutorLink>& link,
       uint64_t session);
   void OnControl(const std::weak_ptr<backend::remote::ExecutorLink>& link,
-                 const hrx::executor::v1::Event& event);
+                 const hrx::executor::v1::Event& event)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Answer(const std::shared_ptr<backend::remote::ExecutorLink>& link,
               const hrx::executor::v1::Ask& ask);
   // What to install for the answer to `ask`, or why not.
@@ -175,7 +180,7 @@ class ExecutorRings final : public SessionMirror {
   // Puts `call` (its call id set here) to the executor serving `session`
   // (and, where `stream` is not 0, that stream's ring); false where none.
   bool Put(uint64_t session, uint64_t stream, hrx::executor::v1::EventCall call,
-           AnswerDone done);
+           AnswerDone done) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Event and stream calls waiting for their executor's answer, by call id.
   struct EventCallWaiting {
@@ -191,8 +196,12 @@ class ExecutorRings final : public SessionMirror {
   struct Ending {
     std::weak_ptr<backend::remote::ExecutorLink> link;
     std::function<void()> ended;
+    absl::flat_hash_map<uint64_t, std::shared_ptr<HandedRing>> holds;
+    // The link's Expect token, due backend::remote::kSessionEndLimit.
+    uint64_t promise = 0;
   };
   absl::flat_hash_map<uint64_t, Ending> ending_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // StopAll ran
   // Links whose control events come here, to let go of at the end.
   std::vector<std::weak_ptr<backend::remote::ExecutorLink>> links_
       ABSL_GUARDED_BY(mu_);

@@ -456,7 +456,13 @@ grpc::ServerUnaryReactor* StreamsService::DestroyStream(
                     absl::StatusOr<hrx::executor::v1::EventAnswer> answer,
                     DoneCallback finish) {
                   if (!answer.ok()) return finish(answer.status());
-                  core_.commands().DestroyStream(session, stream, finish);
+                  // The ring's end may have taken hrxd's side already.
+                  core_.commands().DestroyStream(
+                      session, stream, [finish](absl::Status status) {
+                        finish(status.code() == absl::StatusCode::kNotFound
+                                   ? absl::OkStatus()
+                                   : status);
+                      });
                 })) {
           return forwarded;
         }

@@ -164,10 +164,30 @@ hrx::executor::v1::WorkTotals ExecutorLink::work() const {
   return work_;
 }
 
+uint64_t ExecutorLink::Expect(absl::Time by) {
+  const uint64_t token = NewId();
+  absl::MutexLock lock(&mu_);
+  expected_[token] = by;
+  return token;
+}
+
+void ExecutorLink::Kept(uint64_t token) {
+  absl::MutexLock lock(&mu_);
+  expected_.erase(token);
+}
+
+bool ExecutorLink::Overdue(absl::Time now) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [token, by] : expected_) {
+    if (by < now) return true;
+  }
+  return false;
+}
+
 uint64_t ExecutorLink::AskReport() {
   wire::Request ping;
   ping.set_id(NewId());
-  ping.mutable_ping();
+  ping.mutable_report_work();
   {
     absl::MutexLock lock(&mu_);
     if (!lost_.ok()) return 0;
@@ -329,8 +349,11 @@ void ExecutorLink::DeliverLoop() {
     absl::MutexLock delivering(&deliver_mu_);
     Deliver(event);
   }
-  absl::MutexLock delivering(&deliver_mu_);
-  NotifyLostDelivering();
+  {
+    absl::MutexLock delivering(&deliver_mu_);
+    NotifyLostDelivering();
+  }
+  delivered_.store(true);
 }
 
 void ExecutorLink::NotifyLostDelivering() {

@@ -50,6 +50,10 @@ inline constexpr uint64_t kMaxQueuedEventBytes = uint64_t{256} << 20;
 // Tenants a pong's usage report may name (one executor serves one tenant,
 // or the shared executor's tenants): the rest are not kept.
 inline constexpr int kMaxHeldEntries = 1024;
+// How long an executor may take to report a session's end (its queued work
+// there run, Released with session_ended): past it, the watchdog kills it
+// (its tenant's work is lost, and the close is done).
+inline constexpr absl::Duration kSessionEndLimit = absl::Minutes(10);
 
 // UNAVAILABLE "executor_lost": the executor serving `name` (a tenant, or
 // "shared") `why` ("exited with status 3", "did not answer ...").
@@ -110,13 +114,27 @@ class ExecutorLink {
   // The work of the rings it serves, as of its last answer (empty once
   // lost).
   hrx::executor::v1::WorkTotals work() const;
-  // Asks for a current report without waiting (a ping of its own, which
-  // the executor's reader answers at once); returns its id (0 once lost).
+  // Asks for a current report without waiting (ReportWork, answered in
+  // order with the executor's other requests); returns its id (0 once
+  // lost).
   uint64_t AskReport();
   // Waits until `deadline` for the answer to AskReport's `id`: work() is
   // then as of the ask. A frozen executor only costs the wait (the
   // watchdog judges it).
-  void AwaitReport(uint64_t id, absl::Time deadline);
+  void AwaitReport(uint64_t id, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // hrxd waits for a word of the executor's (a session's end) until `by`;
+  // past it, Overdue says so and the watchdog kills the executor. Returns
+  // the wait's token for Kept.
+  uint64_t Expect(absl::Time by);
+  void Kept(uint64_t token);
+  bool Overdue(absl::Time now) const;
+
+  // Whether the delivery thread has delivered everything and the loss, and
+  // runs nothing of this link's any more: only then may its last holder let
+  // go of it on any thread (a link destroyed on its own delivery thread
+  // would join itself).
+  bool delivered() const { return delivered_.load(); }
 
   // OK while the executor serves.
   absl::Status lost() const;
@@ -182,6 +200,9 @@ class ExecutorLink {
   absl::flat_hash_map<uint64_t, RemoteQueue*> queues_ ABSL_GUARDED_BY(mu_);
   ControlHandler control_ ABSL_GUARDED_BY(mu_);
   LostHandler on_lost_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> delivered_{false};
+  // Expect's waits, by token: when each is due.
+  absl::flat_hash_map<uint64_t, absl::Time> expected_ ABSL_GUARDED_BY(mu_);
   struct Defined {
     std::weak_ptr<const backend::GraphPlan> plan;
     uint64_t id = 0;
