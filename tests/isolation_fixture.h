@@ -131,6 +131,19 @@ class IsolationTest : public ::testing::Test {
     }
     return {};
   }
+  // The id of the session a client called `client_name` opened (0: none).
+  uint64_t SessionOf(const std::string& client_name) {
+    grpc::ClientContext context;
+    hrx::v1::ListSessionsResponse sessions;
+    EXPECT_TRUE(
+        admin_
+            ->ListSessions(&context, hrx::v1::ListSessionsRequest(), &sessions)
+            .ok());
+    for (const auto& info : sessions.sessions()) {
+      if (info.client_name() == client_name) return info.id();
+    }
+    return 0;
+  }
   // Why `executor` last went down, once it has (polled: the loss is
   // recorded by the watchdog's round), or "" after ~5 s.
   std::string LastLoss(const std::string& executor) {

@@ -303,18 +303,7 @@ TEST_F(IsolationTest, EvictingASessionWhoseKernelNeverEndsKillsItsExecutor) {
     if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_TRUE(running) << "the spinning kernel never reached hrxd";
-  uint64_t session = 0;
-  {
-    grpc::ClientContext context;
-    hrx::v1::ListSessionsResponse sessions;
-    ASSERT_TRUE(
-        admin_
-            ->ListSessions(&context, hrx::v1::ListSessionsRequest(), &sessions)
-            .ok());
-    for (const auto& info : sessions.sessions()) {
-      if (info.client_name() == "attacker") session = info.id();
-    }
-  }
+  const uint64_t session = SessionOf("attacker");
   ASSERT_NE(session, 0u);
   // The admin's call returns (within its deadline, far inside the
   // watchdog's minute): the session is gone, its spinning kernel with it.
@@ -347,15 +336,7 @@ TEST_F(IsolationTest, AKernelForgingItsExecutorsFramesReachesNoOtherTenant) {
   // The bystander's session, as an attacker could guess it (ids are small).
   uint64_t victim = 0;
   for (int i = 0; i < 250 && victim == 0; ++i) {
-    grpc::ClientContext context;
-    hrx::v1::ListSessionsResponse sessions;
-    ASSERT_TRUE(
-        admin_
-            ->ListSessions(&context, hrx::v1::ListSessionsRequest(), &sessions)
-            .ok());
-    for (const auto& info : sessions.sessions()) {
-      if (info.client_name() == "client_worker 5") victim = info.id();
-    }
+    victim = SessionOf("client_worker 5");
     if (victim == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_NE(victim, 0u);
