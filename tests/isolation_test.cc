@@ -329,7 +329,9 @@ TEST_F(IsolationTest, AKernelForgingItsExecutorsFramesReachesNoOtherTenant) {
     GTEST_SKIP() << "a GPU kernel makes no system calls: tenant code that "
                     "can write the link is the CPU backend's (host code)";
   }
-  RestartDaemon({"--executor_rings", "--executor_watchdog_ms=1500"});
+  // (The kernel's search of its process takes a while: the watchdog's
+  // default.)
+  RestartDaemon({"--executor_rings"});
   Subprocess bystander = StartBystander(/*rounds=*/40);
   auto attacker = Connect();
   ASSERT_THAT(attacker.status(), IsOk());
