@@ -128,9 +128,7 @@ void ExecutorService::Serve() {
   absl::MutexLock lock(&asks_mu_);
   hrxd_gone_ = true;
   for (auto& [id, pending] : asks_) {
-    pending->answer = Refusal(Reason::kShuttingDown,
-                              "executor: hrxd closed the link. Fix: "
-                              "reconnect once hrxd runs.");
+    pending->answer = HrxdGone();
     pending->done = true;
   }
   asks_.clear();
@@ -144,9 +142,7 @@ absl::StatusOr<uint64_t> ExecutorService::AskHrxd(
   {
     absl::MutexLock lock(&asks_mu_);
     if (hrxd_gone_) {
-      return Refusal(Reason::kShuttingDown,
-                     "executor: hrxd closed the link. Fix: reconnect once "
-                     "hrxd runs.");
+      return HrxdGone();
     }
     const uint64_t id = next_ask_++;
     asks_[id] = &pending;

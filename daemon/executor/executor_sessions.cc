@@ -37,6 +37,15 @@ absl::Status Broken(std::string_view what) {
 
 }  // namespace
 
+absl::Status HrxdGone() {
+  return Refusal(Reason::kDaemonUnreachable,
+                 "executor: hrxd closed its link without ending this ring "
+                 "first (it died or was killed). Fix: reconnect once hrxd "
+                 "runs again (hrxctl status says whether it does); a "
+                 "restarted hrxd refuses this run's handles "
+                 "(previous_daemon_run).");
+}
+
 ExecutorSessions::ExecutorSessions(std::shared_ptr<backend::Backend> backend,
                                    Ask ask, RingEnded ring_ended,
                                    Released released)
@@ -57,7 +66,7 @@ ExecutorSessions::ExecutorSessions(std::shared_ptr<backend::Backend> backend,
 ExecutorSessions::~ExecutorSessions() {
   absl::MutexLock lock(&mu_);
   stopping_ = true;
-  for (auto& [server, ring] : rings_) server->StopForShutdown();
+  for (auto& [server, ring] : rings_) server->StopForShutdown(HrxdGone());
   mu_.Await(absl::Condition(
       +[](absl::flat_hash_map<daemon::RingServer*, Ring>* rings) {
         return rings->empty();
@@ -344,7 +353,7 @@ absl::Status ExecutorSessions::ServeRing(const wire::ServeRing& serve,
   daemon::RingServer* started = server.get();
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) started->StopForShutdown();
+    if (stopping_) started->StopForShutdown(HrxdGone());
     rings_.emplace(started,
                    Ring{serve.session(), stream.object, std::move(server)});
   }

@@ -54,6 +54,13 @@
 
 namespace hrx::executor {
 
+// What a client of this executor reads once hrxd's link closed without hrxd
+// ending the client's ring first, as a stopping hrxd does (shutting_down,
+// written into the ring before the link closes): hrxd died or was killed.
+// UNAVAILABLE daemon_unreachable, as the client would say itself, so that
+// it asks a restarted hrxd why its stream ended.
+absl::Status HrxdGone();
+
 class ExecutorSessions {
  public:
   // Puts a handle this executor does not hold to hrxd and waits for its

@@ -14,6 +14,15 @@
 #include "shared/status_macros.h"
 
 namespace hrx::daemon {
+namespace {
+
+// What a ring's client reads when hrxd stops.
+absl::Status Stopping() {
+  return Refusal(Reason::kShuttingDown,
+                 "hrxd is stopping. Fix: reconnect once it has restarted.");
+}
+
+}  // namespace
 
 RingRegistry::~RingRegistry() { Shutdown(); }
 
@@ -97,7 +106,7 @@ absl::StatusOr<OpenedRing> RingRegistry::Open(const Caller& caller,
   {
     absl::MutexLock lock(&mu_);
     // StopAll may have run since the check above: this ring stops too.
-    if (shutting_down_) started->StopForShutdown();
+    if (shutting_down_) started->StopForShutdown(Stopping());
     rings_.emplace(started, Entry{std::move(charge), tenant, std::move(ring)});
     started_ring = true;
   }
@@ -204,7 +213,7 @@ void RingRegistry::StopAll() {
   shutting_down_ = true;
   // Stopped under the lock: a ring removes itself only through Ended,
   // which takes it.
-  for (auto& [ring, entry] : rings_) ring->StopForShutdown();
+  for (auto& [ring, entry] : rings_) ring->StopForShutdown(Stopping());
 }
 
 void RingRegistry::Shutdown() {

@@ -98,10 +98,9 @@ void RingServer::Stop(const absl::Status& tell) {
   Wake();
 }
 
-void RingServer::StopForShutdown() {
+void RingServer::StopForShutdown(const absl::Status& tell) {
   LeaveStreamAtEnd();
-  Stop(Refusal(Reason::kShuttingDown,
-               "hrxd is stopping. Fix: reconnect once it has restarted."));
+  Stop(tell);
 }
 
 void FinishRingRegion(void* base, const absl::Status& status) {

@@ -101,10 +101,11 @@ class RingServer final : public StreamConversation {
   // Starts the conversation on `stream` of `engine`'s session and lets the
   // serving thread go. From here the ring ends by calling `ended`.
   void Run(std::shared_ptr<StreamEngine> engine, uint64_t stream);
-  // The region's owner is stopping: the client learns at once
-  // (shutting_down), and the stream stays with its session for the stop's
-  // drain.
-  void StopForShutdown();
+  // The region's owner is stopping: the client learns at once (`tell`,
+  // which is hrxd's shutting_down or, in an executor that lost hrxd
+  // unannounced, daemon_unreachable), and the stream stays with its session
+  // for the stop's drain.
+  void StopForShutdown(const absl::Status& tell);
 
  private:
   shared::RingHeader& header() {
