@@ -53,6 +53,8 @@ TEST_F(HrxctlTest, StatusJsonReportsBackendAndLiveUse) {
             HasSubstr("\"streams\": 1"), HasSubstr("\"buffers\": 1"),
             HasSubstr("\"bytes_in_use\": 4096"),
             ContainsRegex("\"device_memory_bytes\": [1-9][0-9]*"),
+            HasSubstr(TestBackend() == "cpu" ? "\"integrated\": true"
+                                             : "\"integrated\": "),
             ContainsRegex("\"handle_kinds\": \\[\"shm\"")));
 }
 

@@ -4,10 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -15,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "hrx/v1/admin.grpc.pb.h"
 #include "hrx/v1/buffer.grpc.pb.h"
+#include "hrx/v1/device.grpc.pb.h"
 #include "shared/grpc_status.h"
 #include "tests/client_fixture.h"
 #include "tests/raw_session.h"
@@ -201,18 +204,51 @@ TEST_F(ResidentHandleTest, DmaBufIsExportedWhereAvailableElseRefusedNamingWhy) {
   }
 }
 
-TEST_F(ResidentHandleTest, GpuDeviceMemoryIsRefusedAsShmNamingWhy) {
+// Whether hrxd says its device is integrated (DeviceInfo.integrated).
+bool DeviceIsIntegrated(const std::string& socket_path) {
+  auto devices =
+      hrx::v1::Devices::NewStub(client::internal::MakeChannel(socket_path));
+  grpc::ClientContext context;
+  hrx::v1::DeviceInfo info;
+  const grpc::Status status =
+      devices->GetDeviceInfo(&context, hrx::v1::GetDeviceInfoRequest(), &info);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return info.integrated();
+}
+
+TEST_F(ResidentHandleTest, OrdinaryBuffersMapOnlyWhereTheDeviceIsIntegrated) {
+  const bool integrated = DeviceIsIntegrated(daemon_->socket_path());
+  // The CPU backend's device memory is a memfd, so it says integrated.
+  if (TestBackend() == "cpu") {
+    EXPECT_TRUE(integrated);
+  }
   auto buffer = stream_->Allocate(1 << 20);
   ASSERT_THAT(buffer.status(), IsOk());
   auto mapping = buffer->Map();
-  if (TestBackend() == "hip") {
-    EXPECT_THAT(mapping, StatusIs(absl::StatusCode::kFailedPrecondition,
-                                  AllOf(HasSubstr("not_host_mappable"),
-                                        HasSubstr("1048576-byte"),
-                                        HasSubstr("AllocateShared"))));
+  if (integrated) {
+    // An APU's buffers are registered host pages: the client's mapping and
+    // the device see the same bytes.
+    ASSERT_THAT(mapping.status(), IsOk());
+    const std::span<uint8_t> bytes = mapping->bytes();
+    ASSERT_EQ(bytes.size(), 1u << 20);
+    std::fill_n(bytes.data(), 4096, uint8_t{0x5a});
+    auto tail = buffer->Slice(4096, 4096);
+    ASSERT_THAT(tail.status(), IsOk());
+    ASSERT_THAT(stream_->Fill(*tail, 0x3c), IsOk());
+    auto both = buffer->Slice(0, 8192);
+    ASSERT_THAT(both.status(), IsOk());
+    std::vector<uint8_t> read(8192);
+    ASSERT_THAT(stream_->ReadBlocking(*both, read), IsOk());
+    EXPECT_EQ(std::count(read.begin(), read.begin() + 4096, 0x5a), 4096);
+    EXPECT_EQ(std::count(read.begin() + 4096, read.end(), 0x3c), 4096);
+    EXPECT_EQ(bytes[4096], 0x3c);
   } else {
-    // The CPU backend's device memory is a memfd: it maps.
-    EXPECT_THAT(mapping.status(), IsOk());
+    // A discrete GPU's (the H200 of tools/gpu_run.sh).
+    EXPECT_THAT(mapping,
+                StatusIs(absl::StatusCode::kFailedPrecondition,
+                         AllOf(HasSubstr("not_host_mappable"),
+                               HasSubstr("1048576-byte"), HasSubstr("discrete"),
+                               HasSubstr("AllocateShared"))));
   }
 }
 

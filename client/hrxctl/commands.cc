@@ -111,7 +111,8 @@ void PrintStatusJson(const hrx::v1::GetStatusResponse& s) {
   std::fputs(
       absl::StrFormat(
           "{\"backend\": %s, \"device\": %s, \"target\": %s, "
-          "\"device_memory_bytes\": %u, \"queue_count\": %u, "
+          "\"device_memory_bytes\": %u, \"integrated\": %s, "
+          "\"queue_count\": %u, "
           "\"queues_created\": %u, \"version\": %s, \"pid\": %u, "
           "\"uptime_seconds\": %u, \"sessions\": %u, \"streams\": %u, "
           "\"buffers\": %u, \"kernels\": %u, \"events\": %u, "
@@ -120,13 +121,13 @@ void PrintStatusJson(const hrx::v1::GetStatusResponse& s) {
           "\"allocation_pool\": %s, \"staging_pool\": %s, "
           "\"upload_staging\": %s, \"handle_kinds\": [%s]}\n",
           JsonString(d.backend()), JsonString(d.name()), JsonString(d.target()),
-          d.memory_bytes(), d.queue_count(), s.queues_created(),
-          JsonString(s.version()), s.pid(), s.uptime_seconds(), s.sessions(),
-          s.streams(), s.buffers(), s.kernels(), s.events(), s.bytes_in_use(),
-          s.commands_submitted(), CountersJson(s.dispatch_cache()),
-          CountersJson(s.transfer_cache()), CountersJson(s.allocation_pool()),
-          CountersJson(s.staging_pool()), CountersJson(s.upload_staging()),
-          HandleKindsJson(s))
+          d.memory_bytes(), d.integrated() ? "true" : "false", d.queue_count(),
+          s.queues_created(), JsonString(s.version()), s.pid(),
+          s.uptime_seconds(), s.sessions(), s.streams(), s.buffers(),
+          s.kernels(), s.events(), s.bytes_in_use(), s.commands_submitted(),
+          CountersJson(s.dispatch_cache()), CountersJson(s.transfer_cache()),
+          CountersJson(s.allocation_pool()), CountersJson(s.staging_pool()),
+          CountersJson(s.upload_staging()), HandleKindsJson(s))
           .c_str(),
       stdout);
 }
@@ -137,7 +138,9 @@ void PrintStatusTable(const hrx::v1::GetStatusResponse& s) {
       {"backend", d.backend()},
       {"device", d.name()},
       {"target", d.target()},
-      {"device memory", hrx::shared::FormatBytes(d.memory_bytes())},
+      {"device memory",
+       absl::StrCat(hrx::shared::FormatBytes(d.memory_bytes()),
+                    d.integrated() ? " (integrated: every buffer maps)" : "")},
       {"queues",
        absl::StrCat(d.queue_count(), " (", s.queues_created(), " created)")},
       {"sessions", absl::StrCat(s.sessions())},

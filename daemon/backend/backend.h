@@ -36,6 +36,9 @@ struct DeviceProperties {
   std::string name;     // human-readable device name
   std::string target;   // exact compiler target: "gfx1151", "sm_90", "x86_64"
   uint64_t memory_bytes = 0;  // what this backend may hand out in total
+  // Device memory is system memory (an APU: the runtime's integrated flag):
+  // ordinary buffers map on the host. The CPU backend's always do.
+  bool integrated = false;
 };
 
 // How an allocation can be handed to a client process as a descriptor.

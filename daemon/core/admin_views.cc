@@ -38,8 +38,9 @@ absl::Status AdminViews::RequireKnownCaller(const PeerIdentity& caller) const {
 
 DeviceInfo AdminViews::device_info() const {
   const backend::DeviceProperties& properties = devices_.properties();
-  return DeviceInfo{properties.backend, properties.name, properties.target,
-                    properties.memory_bytes, queues_.capacity()};
+  return DeviceInfo{properties.backend, properties.name,
+                    properties.target,  properties.memory_bytes,
+                    queues_.capacity(), properties.integrated};
 }
 
 CoreStatus AdminViews::status() const {

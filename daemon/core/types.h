@@ -166,6 +166,7 @@ struct DeviceInfo {
   std::string target;
   uint64_t memory_bytes = 0;
   uint32_t queue_count = 0;
+  bool integrated = false;  // backend::DeviceProperties::integrated
 };
 
 // How long an export ticket may wait to be redeemed on the side channel.

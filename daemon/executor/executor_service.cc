@@ -73,6 +73,7 @@ void ExecutorService::Serve() {
   hello.mutable_hello()->set_name(properties.name);
   hello.mutable_hello()->set_target(properties.target);
   hello.mutable_hello()->set_memory_bytes(properties.memory_bytes);
+  hello.mutable_hello()->set_integrated(properties.integrated);
   for (backend::ExportKind kind : backend_.export_kinds()) {
     hello.mutable_hello()->add_export_kinds(static_cast<uint32_t>(kind));
   }

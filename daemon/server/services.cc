@@ -35,6 +35,7 @@ void EncodeDeviceInfo(const DeviceInfo& info, hrx::v1::DeviceInfo* out) {
   out->set_target(info.target);
   out->set_memory_bytes(info.memory_bytes);
   out->set_queue_count(info.queue_count);
+  out->set_integrated(info.integrated);
 }
 
 }  // namespace

@@ -51,6 +51,7 @@ DeviceProperties MakeProperties(uint64_t memory_bytes) {
   properties.name = absl::StrCat(CpuModelName(), " (embedded CPU backend)");
   properties.target = MachineTarget();
   properties.memory_bytes = memory_bytes;
+  properties.integrated = true;  // its device memory is a memfd
   return properties;
 }
 

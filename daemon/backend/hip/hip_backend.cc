@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "daemon/backend/hip/hip_kernel.h"
 #include "daemon/backend/hip/hip_memory.h"
+#include "daemon/backend/hip/hip_placement.h"
 #include "daemon/backend/hip/hip_platform.h"
 #include "daemon/backend/hip/hip_queue.h"
 #include "daemon/backend/hip/hip_status.h"
@@ -19,8 +20,8 @@ namespace {
 bool ProbeDriverDmaBuf(int device, std::shared_ptr<HipReclaimer> reclaimer) {
   constexpr uint64_t kProbeBytes = 2 << 20;
   auto probe = HipMemory::Create(
-      device, kProbeBytes, MemoryKind::kDevice, false,
-      std::make_shared<MemoryAccounting>(kProbeBytes, "probe"),
+      device, kProbeBytes, MemoryKind::kDevice, HipPlacement::kDeviceAllocation,
+      false, std::make_shared<MemoryAccounting>(kProbeBytes, "probe"),
       std::move(reclaimer));
   if (!probe.ok()) return false;
   auto fd = (*probe)->ExportFd(ExportKind::kDmaBuf);
@@ -67,6 +68,7 @@ absl::StatusOr<std::unique_ptr<HipBackend>> HipBackend::Open(
                                  hip_platform::Name(), ")");
   properties.target = hip_platform::TargetName(device_properties);
   properties.memory_bytes = device_properties.totalGlobalMem;
+  properties.integrated = device_properties.integrated != 0;
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<HipReclaimer> reclaimer,
                        HipReclaimer::Create(options.device));
   // The stream-ordered allocator where it works and its memory exports as
@@ -94,9 +96,10 @@ HipBackend::HipBackend(int device, DeviceProperties properties,
 
 absl::StatusOr<MemoryRef> HipBackend::Allocate(uint64_t bytes, MemoryKind kind,
                                                bool zeroed) {
-  HRX_ASSIGN_OR_RETURN(
-      std::shared_ptr<HipMemory> memory,
-      HipMemory::Create(device_, bytes, kind, zeroed, accounting_, reclaimer_));
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<HipMemory> memory,
+                       HipMemory::Create(device_, bytes, kind,
+                                         PlaceAllocation(kind, properties_),
+                                         zeroed, accounting_, reclaimer_));
   return MemoryRef(std::move(memory));
 }
 

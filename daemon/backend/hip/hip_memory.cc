@@ -43,8 +43,8 @@ absl::StatusOr<uint8_t*> AllocateDevice(uint64_t bytes, bool zeroed,
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<HipMemory>> HipMemory::Create(
-    int device, uint64_t bytes, MemoryKind kind, bool zeroed,
-    std::shared_ptr<MemoryAccounting> accounting,
+    int device, uint64_t bytes, MemoryKind kind, HipPlacement placement,
+    bool zeroed, std::shared_ptr<MemoryAccounting> accounting,
     std::shared_ptr<HipReclaimer> reclaimer) {
   HRX_RETURN_IF_ERROR(BindDevice(device));
   HRX_RETURN_IF_ERROR(accounting->Reserve(bytes));
@@ -53,7 +53,7 @@ absl::StatusOr<std::shared_ptr<HipMemory>> HipMemory::Create(
   const uint64_t allocated = bytes == 0 ? 1 : bytes;
   std::optional<MemfdMapping> mapping;
   uint8_t* device_address = nullptr;
-  if (kind == MemoryKind::kDevice) {
+  if (placement == HipPlacement::kDeviceAllocation) {
     auto address = AllocateDevice(allocated, zeroed, *reclaimer);
     if (!address.ok()) {
       accounting->Release(bytes);
@@ -132,8 +132,9 @@ absl::StatusOr<int> HipMemory::ExportFd(ExportKind kind) const {
     return Refusal(
         Reason::kNotHostMappable,
         absl::StrFormat(
-            "export shm: this %u-byte buffer is GPU device "
-            "memory, which has no host pages to share. Fix: allocate it shared "
+            "export shm: this %u-byte buffer is memory of a discrete "
+            "GPU, which has no host pages to share (ordinary buffers map only "
+            "where the device is integrated, an APU). Fix: allocate it shared "
             "(Stream::AllocateShared) to map it, or export it as dma-buf.",
             size_));
   }

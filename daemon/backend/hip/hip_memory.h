@@ -1,12 +1,14 @@
-// HIP-backend allocations.
-//   kDevice        hipMalloc memory. The host cannot map it; it leaves the
-//                  daemon only as a driver dma-buf.
-//   kHostCoherent  a memfd mapping registered with the runtime
-//                  (hipHostRegister, mapped): the client's mapping of the
-//                  memfd, the daemon's and the device see the same pages. On
-//                  an APU this is the zero-copy path; on a discrete GPU the
-//                  device reaches the pages over the bus and copies from them
-//                  run at pinned-memory speed.
+// HIP-backend allocations, placed as hip_placement.h decides:
+//   device allocation      hipMalloc memory. The host cannot map it; it
+//                          leaves the daemon only as a driver dma-buf.
+//   registered host pages  a memfd mapping registered with the runtime
+//                          (hipHostRegister, mapped): the client's mapping
+//                          of the memfd, the daemon's and the device see
+//                          the same pages. Every host-coherent buffer, and
+//                          on an integrated device (an APU) every buffer:
+//                          there this is the zero-copy path; on a discrete
+//                          GPU the device reaches the pages over the bus and
+//                          copies from them run at pinned-memory speed.
 #ifndef HRX_DAEMON_BACKEND_HIP_HIP_MEMORY_H_
 #define HRX_DAEMON_BACKEND_HIP_HIP_MEMORY_H_
 
@@ -16,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/backend/backend.h"
+#include "daemon/backend/hip/hip_placement.h"
 #include "daemon/backend/hip/hip_reclaimer.h"
 #include "daemon/backend/memfd_memory.h"
 
@@ -23,11 +26,12 @@ namespace hrx::backend {
 
 class HipMemory final : public Memory {
  public:
-  // Reserves `bytes` against `accounting`, then allocates on `device`; the
-  // memory goes back to the runtime through `reclaimer`.
+  // Reserves `bytes` against `accounting`, then allocates on `device` as
+  // `placement` says; the memory goes back to the runtime through
+  // `reclaimer`. `kind` is what the buffer was asked as.
   static absl::StatusOr<std::shared_ptr<HipMemory>> Create(
-      int device, uint64_t bytes, MemoryKind kind, bool zeroed,
-      std::shared_ptr<MemoryAccounting> accounting,
+      int device, uint64_t bytes, MemoryKind kind, HipPlacement placement,
+      bool zeroed, std::shared_ptr<MemoryAccounting> accounting,
       std::shared_ptr<HipReclaimer> reclaimer);
   ~HipMemory() override;
   HipMemory(const HipMemory&) = delete;
@@ -41,8 +45,8 @@ class HipMemory final : public Memory {
   }
   absl::StatusOr<int> ExportFd(ExportKind kind) const override;
 
-  // The address kernels and copies use (for kHostCoherent, the device's
-  // view of the registered pages).
+  // The address kernels and copies use (for registered host pages, the
+  // device's view of them).
   uint8_t* device_address() const { return device_address_; }
 
  private:
@@ -55,8 +59,8 @@ class HipMemory final : public Memory {
   const uint64_t size_;
   const MemoryKind kind_;
   const uint64_t id_;
-  std::optional<MemfdMapping> mapping_;  // kHostCoherent only
-  // kDevice: from the stream-ordered allocator (else hipMalloc).
+  std::optional<MemfdMapping> mapping_;  // registered host pages only
+  // A device allocation: from the stream-ordered allocator (else hipMalloc).
   const bool stream_ordered_;
   uint8_t* const device_address_;
   const std::shared_ptr<MemoryAccounting> accounting_;

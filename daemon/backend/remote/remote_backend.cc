@@ -136,6 +136,7 @@ RemoteBackend::RemoteBackend(std::shared_ptr<ExecutorLink> link)
   properties_.name = hello.name();
   properties_.target = hello.target();
   properties_.memory_bytes = hello.memory_bytes();
+  properties_.integrated = hello.integrated();
 }
 
 absl::StatusOr<backend::MemoryRef> RemoteBackend::Allocate(
