@@ -8,7 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/internal/connection.h"
+#include "gtest/gtest.h"
 #include "hrx/v1/buffer.grpc.pb.h"
+#include "hrx/v1/device.grpc.pb.h"
 #include "hrx/v1/session.grpc.pb.h"
 #include "hrx/v1/stream.grpc.pb.h"
 #include "shared/grpc_status.h"
@@ -128,6 +130,20 @@ inline hrx::v1::SubmitRequest FillRequest(const hrx::v1::Handle& stream,
   fill->mutable_dst()->set_length(length);
   fill->set_value(value);
   return request;
+}
+
+// Whether the daemon at `socket_path` says its device is integrated
+// (DeviceInfo.integrated: every buffer maps, and crosses executors as a
+// shared buffer does).
+inline bool DeviceIsIntegrated(const std::string& socket_path) {
+  auto devices =
+      hrx::v1::Devices::NewStub(client::internal::MakeChannel(socket_path));
+  grpc::ClientContext context;
+  hrx::v1::DeviceInfo info;
+  const grpc::Status status =
+      devices->GetDeviceInfo(&context, hrx::v1::GetDeviceInfoRequest(), &info);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return info.integrated();
 }
 
 }  // namespace hrx::testing

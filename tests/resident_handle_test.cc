@@ -8,6 +8,7 @@
 #include <array>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -17,7 +18,6 @@
 #include "gmock/gmock.h"
 #include "hrx/v1/admin.grpc.pb.h"
 #include "hrx/v1/buffer.grpc.pb.h"
-#include "hrx/v1/device.grpc.pb.h"
 #include "shared/grpc_status.h"
 #include "tests/client_fixture.h"
 #include "tests/raw_session.h"
@@ -32,8 +32,10 @@ using ::testing::Each;
 using ::testing::HasSubstr;
 
 constexpr char kConfig[] = R"(
-tenants { name: "alpha" uids: 4001 }
-tenants { name: "beta" uids: 4002 }
+# Each in an executor of its own: what one grants the other crosses
+# executors (hrxd passes the memfd; the grantee's executor imports it).
+tenants { name: "alpha" uids: 4001 isolation: ISOLATION_OWN_EXECUTOR }
+tenants { name: "beta" uids: 4002 isolation: ISOLATION_OWN_EXECUTOR }
 tenants {
   name: "ops"
   uids: 0
@@ -65,6 +67,21 @@ class ResidentHandleTest : public ClientFixture {
 
   uint64_t TenantSharedBytes(const std::string& name) {
     return TenantUsage(name).shared_bytes();
+  }
+  // Each executor's pid by name (a tenant's, or "shared").
+  std::map<std::string, uint32_t> ExecutorPids() {
+    auto stub = hrx::v1::Admin::NewStub(
+        client::internal::MakeChannel(daemon_->socket_path()));
+    grpc::ClientContext context;
+    hrx::v1::ListExecutorsResponse response;
+    EXPECT_TRUE(stub->ListExecutors(&context, hrx::v1::ListExecutorsRequest(),
+                                    &response)
+                    .ok());
+    std::map<std::string, uint32_t> pids;
+    for (const auto& executor : response.executors()) {
+      pids[executor.name()] = executor.pid();
+    }
+    return pids;
   }
   hrx::v1::Usage TenantUsage(const std::string& name) {
     auto stub = hrx::v1::Admin::NewStub(
@@ -135,6 +152,12 @@ TEST_F(ResidentHandleTest, AnotherProcessMapsAGrantedBufferWithNoCopy) {
                     HasSubstr("grantee_sees_fill: yes")));
   EXPECT_THAT(owner.Stdout(), AllOf(HasSubstr("owner_sees_fill: yes"),
                                     HasSubstr("owner_tail_intact: yes")));
+  // The bytes crossed executors: each tenant's is a process of its own.
+  const std::map<std::string, uint32_t> pids = ExecutorPids();
+  ASSERT_TRUE(pids.contains("alpha") && pids.contains("beta"))
+      << ::testing::PrintToString(pids);
+  EXPECT_NE(pids.at("alpha"), pids.at("beta"));
+  EXPECT_NE(pids.at("alpha"), 0u);
 }
 
 TEST_F(ResidentHandleTest, TicketsAreSingleUseShortLivedAndBoundToTheExporter) {
@@ -202,18 +225,6 @@ TEST_F(ResidentHandleTest, DmaBufIsExportedWhereAvailableElseRefusedNamingWhy) {
                          AllOf(HasSubstr("dmabuf_unavailable"),
                                HasSubstr("/dev/udmabuf"), HasSubstr("Fix:"))));
   }
-}
-
-// Whether hrxd says its device is integrated (DeviceInfo.integrated).
-bool DeviceIsIntegrated(const std::string& socket_path) {
-  auto devices =
-      hrx::v1::Devices::NewStub(client::internal::MakeChannel(socket_path));
-  grpc::ClientContext context;
-  hrx::v1::DeviceInfo info;
-  const grpc::Status status =
-      devices->GetDeviceInfo(&context, hrx::v1::GetDeviceInfoRequest(), &info);
-  EXPECT_TRUE(status.ok()) << status.error_message();
-  return info.integrated();
 }
 
 TEST_F(ResidentHandleTest, OrdinaryBuffersMapOnlyWhereTheDeviceIsIntegrated) {

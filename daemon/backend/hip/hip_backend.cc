@@ -120,6 +120,13 @@ uint64_t HipBackend::bytes_in_use() const {
   return accounting_->in_use_bytes();
 }
 
+absl::StatusOr<MemoryRef> HipBackend::ImportShm(int fd, uint64_t bytes,
+                                                MemoryKind kind) {
+  HRX_ASSIGN_OR_RETURN(std::shared_ptr<HipMemory> memory,
+                       HipMemory::Adopt(device_, fd, bytes, kind, reclaimer_));
+  return MemoryRef(std::move(memory));
+}
+
 std::vector<ExportKind> HipBackend::export_kinds() const {
   std::vector<ExportKind> kinds = {ExportKind::kShm};
   if (driver_dmabuf_ || UdmabufAvailable())

@@ -35,6 +35,9 @@ class HipBackend final : public Backend {
                                        const std::string& entry) override;
   uint64_t bytes_in_use() const override;
   std::vector<ExportKind> export_kinds() const override;
+  // Registers the other executor's pages with this process's runtime.
+  absl::StatusOr<MemoryRef> ImportShm(int fd, uint64_t bytes,
+                                      MemoryKind kind) override;
   absl::Status device_status() const override { return health_->status(); }
 
   // Whether device memory comes from the stream-ordered allocator (see

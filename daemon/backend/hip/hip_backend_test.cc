@@ -104,6 +104,39 @@ TEST_F(HipBackendTest, SharedMemoryIsSeenByTheHostAndTheDevice) {
   close(*fd);
 }
 
+// What an executor does with another executor's shared buffer (hrxd passes
+// the memfd over): a second backend registers the same pages, its queue
+// fills them, and the maker's host view and queue see it.
+TEST_F(HipBackendTest, AnotherBackendImportsSharedMemoryAndSharesItsBytes) {
+  MemoryRef shared = Allocate(3 * 4096 + 100, MemoryKind::kHostCoherent);
+  std::memset(shared->host_address(), 0x21, shared->size());
+  auto other = HipBackend::Open({});
+  ASSERT_THAT(other.status(), IsOk());
+  auto fd = shared->ExportFd(ExportKind::kShm);
+  ASSERT_THAT(fd.status(), IsOk());
+  auto imported =
+      (*other)->ImportShm(*fd, shared->size(), MemoryKind::kHostCoherent);
+  ASSERT_THAT(imported.status(), IsOk());
+  // Not charged to the importer: the maker's accounting holds the bytes.
+  EXPECT_EQ((*other)->bytes_in_use(), 0u);
+  auto other_queue = *(*other)->CreateQueue();
+  ASSERT_THAT(
+      other_queue->Wait(*other_queue->EnqueueFill(*imported, 4096, 4096, 0x43)),
+      IsOk());
+  EXPECT_EQ(shared->host_address()[4095], 0x21);
+  EXPECT_EQ(shared->host_address()[4096], 0x43);
+  EXPECT_EQ(shared->host_address()[8191], 0x43);
+  EXPECT_EQ(shared->host_address()[8192], 0x21);
+  // The maker's queue reads what the importer's wrote.
+  auto queue = *backend_->CreateQueue();
+  std::vector<uint8_t> out(shared->size());
+  ASSERT_THAT(
+      queue->Wait(*queue->EnqueueRead(shared, 0, out.size(), out.data())),
+      IsOk());
+  EXPECT_EQ(out[5000], 0x43);
+  EXPECT_EQ(out.back(), 0x21);
+}
+
 TEST_F(HipBackendTest, DeviceMemoryExportsAsDmaBufButNotAsShm) {
   MemoryRef device = Allocate(2 << 20);
   EXPECT_THAT(device->ExportFd(ExportKind::kShm),

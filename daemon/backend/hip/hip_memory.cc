@@ -40,7 +40,50 @@ absl::StatusOr<uint8_t*> AllocateDevice(uint64_t bytes, bool zeroed,
   return static_cast<uint8_t*>(address);
 }
 
+// Registers `pages` with the runtime, mapped and portable: the device's
+// address of them.
+absl::StatusOr<uint8_t*> RegisterHostPages(const MemfdMapping& pages) {
+  hipError_t error =
+      hipHostRegister(pages.data(), pages.size(),
+                      hipHostRegisterMapped | hipHostRegisterPortable);
+  void* mapped = nullptr;
+  if (error == hipSuccess) {
+    error = hipHostGetDevicePointer(&mapped, pages.data(), 0);
+    if (error != hipSuccess) (void)hipHostUnregister(pages.data());
+  }
+  if (error != hipSuccess) {
+    return HipStatus(
+        error,
+        absl::StrFormat("register %u bytes of shared memory", pages.size()),
+        "hipHostRegister",
+        "raise the daemon's locked-memory limit "
+        "(LimitMEMLOCK), or allocate less shared memory");
+  }
+  return static_cast<uint8_t*>(mapped);
+}
+
 }  // namespace
+
+absl::StatusOr<std::shared_ptr<HipMemory>> HipMemory::Adopt(
+    int device, int fd, uint64_t bytes, MemoryKind kind,
+    std::shared_ptr<HipReclaimer> reclaimer) {
+  if (absl::Status bound = BindDevice(device); !bound.ok()) {
+    close(fd);
+    return bound;
+  }
+  // The maker allocated at least one byte (see Create).
+  HRX_ASSIGN_OR_RETURN(MemfdMapping pages,
+                       MemfdMapping::Adopt(fd, bytes == 0 ? 1 : bytes));
+  HRX_ASSIGN_OR_RETURN(uint8_t * device_address, RegisterHostPages(pages));
+  // Its own accounting, holding exactly these bytes: the maker's tenant is
+  // the one charged.
+  auto accounting = std::make_shared<MemoryAccounting>(
+      bytes, "the maker's budget charges imported memory");
+  HRX_RETURN_IF_ERROR(accounting->Reserve(bytes));
+  return std::shared_ptr<HipMemory>(
+      new HipMemory(device, bytes, kind, std::move(pages), device_address,
+                    std::move(accounting), std::move(reclaimer)));
+}
 
 absl::StatusOr<std::shared_ptr<HipMemory>> HipMemory::Create(
     int device, uint64_t bytes, MemoryKind kind, HipPlacement placement,
@@ -67,24 +110,12 @@ absl::StatusOr<std::shared_ptr<HipMemory>> HipMemory::Create(
       accounting->Release(bytes);
       return pages.status();
     }
-    hipError_t error =
-        hipHostRegister(pages->data(), allocated,
-                        hipHostRegisterMapped | hipHostRegisterPortable);
-    void* mapped = nullptr;
-    if (error == hipSuccess) {
-      error = hipHostGetDevicePointer(&mapped, pages->data(), 0);
-      if (error != hipSuccess) (void)hipHostUnregister(pages->data());
-    }
-    if (error != hipSuccess) {
+    auto mapped = RegisterHostPages(*pages);
+    if (!mapped.ok()) {
       accounting->Release(bytes);
-      return HipStatus(
-          error,
-          absl::StrFormat("register %u bytes of shared memory", allocated),
-          "hipHostRegister",
-          "raise the daemon's locked-memory limit "
-          "(LimitMEMLOCK), or allocate less shared memory");
+      return mapped.status();
     }
-    device_address = static_cast<uint8_t*>(mapped);
+    device_address = *mapped;
     mapping.emplace(*std::move(pages));
   }
   return std::shared_ptr<HipMemory>(

@@ -33,6 +33,13 @@ class HipMemory final : public Memory {
       int device, uint64_t bytes, MemoryKind kind, HipPlacement placement,
       bool zeroed, std::shared_ptr<MemoryAccounting> accounting,
       std::shared_ptr<HipReclaimer> reclaimer);
+  // Memory another executor of this device made, from its shm descriptor
+  // (taking `fd`): the same pages, registered with this process's runtime
+  // for `device`. Charged where it was made, so not against this backend's
+  // accounting; the maker keeps the pages when this goes.
+  static absl::StatusOr<std::shared_ptr<HipMemory>> Adopt(
+      int device, int fd, uint64_t bytes, MemoryKind kind,
+      std::shared_ptr<HipReclaimer> reclaimer);
   ~HipMemory() override;
   HipMemory(const HipMemory&) = delete;
   HipMemory& operator=(const HipMemory&) = delete;
