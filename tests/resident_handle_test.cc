@@ -203,11 +203,13 @@ TEST_F(ResidentHandleTest, DmaBufIsExportedWhereAvailableElseRefusedNamingWhy) {
   auto buffer = stream_->Allocate(4096);
   ASSERT_THAT(buffer.status(), IsOk());
   const hrx::v1::GetStatusResponse status = QueryStatus(daemon_->socket_path());
-  // The GPU's driver exports device memory (the NVIDIA H200 of the device
-  // runs does); the CPU backend makes dma-bufs through udmabuf, where the
-  // kernel offers it.
+  // A discrete GPU's driver exports device memory (the NVIDIA H200 of the
+  // device runs does); the CPU backend and an integrated GPU, whose buffers
+  // are host pages, make dma-bufs through udmabuf, where the kernel offers
+  // it.
   const bool available =
-      TestBackend() == "hip" || access("/dev/udmabuf", R_OK | W_OK) == 0;
+      (TestBackend() == "hip" && !DeviceIsIntegrated(daemon_->socket_path())) ||
+      access("/dev/udmabuf", R_OK | W_OK) == 0;
   const std::vector<std::string> kinds(status.handle_kinds().begin(),
                                        status.handle_kinds().end());
   const std::vector<std::string> expected =

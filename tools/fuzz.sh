@@ -30,7 +30,9 @@ bin=$(bazel_fuzz info --config=fuzz bazel-bin 2>/dev/null)
 bazel_fuzz shutdown >/dev/null 2>&1
 
 work=$(mktemp -d /tmp/hrx-fuzz.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+# Background targets ignore SIGINT: a stopped run stops them too.
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
 mkdir -p "$findings"
 # One target's run: its figure and result lines on stdout.
 fuzz_one() {
@@ -64,6 +66,10 @@ fuzz_one() {
 # Two targets at a time by default, one per core of the machines make test
 # runs on (a target with a ring serves it on a second thread, mostly idle).
 jobs_at_once=${HRX_FUZZ_JOBS:-2}
+if ! [[ "$jobs_at_once" =~ ^[1-9][0-9]*$ ]]; then
+  echo "fuzz.sh: HRX_FUZZ_JOBS=$jobs_at_once is not a count of 1 or more. Fix: unset it, or set a positive integer." >&2
+  exit 2
+fi
 for t in "${targets[@]}"; do
   fuzz_one "$t" >"$work/$t.result" &
   while [ "$(jobs -rp | wc -l)" -ge "$jobs_at_once" ]; do wait -n; done

@@ -1,10 +1,12 @@
 #include "daemon/backend/memfd_memory.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <linux/udmabuf.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -83,16 +85,20 @@ absl::StatusOr<MemfdMapping> MemfdMapping::Create(uint64_t bytes) {
 absl::StatusOr<MemfdMapping> MemfdMapping::Adopt(int fd, uint64_t bytes) {
   // The maker is another process (an executor, which runs tenant code): the
   // file must be sealed against shrinking, or it could truncate the pages
-  // under this mapping and fault hrxd with SIGBUS on the next touch.
+  // under this mapping and fault hrxd with SIGBUS on the next touch; and it
+  // must be ordinary shared memory (tmpfs), not hugetlbfs, whose pages, once
+  // punched out with the pool exhausted, fault with SIGBUS too.
   const int seals = fcntl(fd, F_GET_SEALS);
   struct stat info {};
+  struct statfs filesystem {};
   if (seals < 0 || (seals & F_SEAL_SHRINK) == 0 || fstat(fd, &info) != 0 ||
-      static_cast<uint64_t>(info.st_size) < bytes) {
+      static_cast<uint64_t>(info.st_size) < bytes ||
+      fstatfs(fd, &filesystem) != 0 || filesystem.f_type != TMPFS_MAGIC) {
     close(fd);
     return Refusal(Reason::kMmapFailed,
-                   absl::StrFormat("map a %u-byte memfd: it is not a memfd "
-                                   "sealed against shrinking, or is smaller. "
-                                   "Fix: report a bug (or a hostile "
+                   absl::StrFormat("map a %u-byte memfd: it is not a tmpfs "
+                                   "memfd sealed against shrinking, or is "
+                                   "smaller. Fix: report a bug (or a hostile "
                                    "executor).",
                                    bytes));
   }

@@ -39,11 +39,11 @@ absl::Status Broken(std::string_view what) {
 
 absl::Status HrxdGone() {
   return Refusal(Reason::kDaemonUnreachable,
-                 "executor: hrxd closed its link without ending this ring "
-                 "first (it died or was killed). Fix: reconnect once hrxd "
-                 "runs again (hrxctl status says whether it does); a "
-                 "restarted hrxd refuses this run's handles "
-                 "(previous_daemon_run).");
+                 "executor: hrxd's link ended without hrxd ending this "
+                 "ring first (hrxd died, was killed, or broke the link's "
+                 "protocol). Fix: reconnect once hrxd runs again (hrxctl "
+                 "status says whether it does); a restarted hrxd refuses "
+                 "this run's handles (previous_daemon_run).");
 }
 
 ExecutorSessions::ExecutorSessions(std::shared_ptr<backend::Backend> backend,

@@ -54,9 +54,10 @@
 
 namespace hrx::executor {
 
-// What a client of this executor reads once hrxd's link closed without hrxd
+// What a client of this executor reads once hrxd's link ended without hrxd
 // ending the client's ring first, as a stopping hrxd does (shutting_down,
-// written into the ring before the link closes): hrxd died or was killed.
+// written into the ring before the link closes): hrxd died, was killed, or
+// broke the link's protocol.
 // UNAVAILABLE daemon_unreachable, as the client would say itself, so that
 // it asks a restarted hrxd why its stream ended.
 absl::Status HrxdGone();

@@ -216,6 +216,12 @@ absl::Status ExecutorRings::HandOver(const std::shared_ptr<ExecutorLink>& link,
                         answered->reply.message());
   }
   absl::MutexLock lock(&mu_);
+  // StopAll ran meanwhile: this ring is told of the stop too, as those it
+  // found were, before the links close (else its executor would call the
+  // end hrxd's death).
+  if (stopping_) {
+    FinishRingRegion(handed->base, HrxdStopping());
+  }
   auto it = served_.find(session);
   // Ended meanwhile: the hold goes now (the executor's ring ends with it).
   if (it != served_.end())
@@ -443,9 +449,7 @@ void ExecutorRings::EndSession(uint64_t session, const absl::Status& why,
 ExecutorRings::HandedRing::~HandedRing() { munmap(base, bytes); }
 
 void ExecutorRings::StopAll() {
-  const absl::Status stopping =
-      Refusal(Reason::kShuttingDown,
-              "hrxd is stopping. Fix: reconnect once it has restarted.");
+  const absl::Status stopping = HrxdStopping();
   // Nothing waits for an executor's word from here (gRPC's shutdown waits
   // for every call): calls waiting for an answer fail, closes are done.
   std::vector<AnswerDone> unanswered;

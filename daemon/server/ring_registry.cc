@@ -14,15 +14,6 @@
 #include "shared/status_macros.h"
 
 namespace hrx::daemon {
-namespace {
-
-// What a ring's client reads when hrxd stops.
-absl::Status Stopping() {
-  return Refusal(Reason::kShuttingDown,
-                 "hrxd is stopping. Fix: reconnect once it has restarted.");
-}
-
-}  // namespace
 
 RingRegistry::~RingRegistry() { Shutdown(); }
 
@@ -106,7 +97,7 @@ absl::StatusOr<OpenedRing> RingRegistry::Open(const Caller& caller,
   {
     absl::MutexLock lock(&mu_);
     // StopAll may have run since the check above: this ring stops too.
-    if (shutting_down_) started->StopForShutdown(Stopping());
+    if (shutting_down_) started->StopForShutdown(HrxdStopping());
     rings_.emplace(started, Entry{std::move(charge), tenant, std::move(ring)});
     started_ring = true;
   }
@@ -213,7 +204,7 @@ void RingRegistry::StopAll() {
   shutting_down_ = true;
   // Stopped under the lock: a ring removes itself only through Ended,
   // which takes it.
-  for (auto& [ring, entry] : rings_) ring->StopForShutdown(Stopping());
+  for (auto& [ring, entry] : rings_) ring->StopForShutdown(HrxdStopping());
 }
 
 void RingRegistry::Shutdown() {

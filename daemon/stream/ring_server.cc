@@ -103,6 +103,11 @@ void RingServer::StopForShutdown(const absl::Status& tell) {
   Stop(tell);
 }
 
+absl::Status HrxdStopping() {
+  return Refusal(Reason::kShuttingDown,
+                 "hrxd is stopping. Fix: reconnect once it has restarted.");
+}
+
 void FinishRingRegion(void* base, const absl::Status& status) {
   auto& header = *static_cast<shared::RingHeader*>(base);
   if (header.finished.load() != 0) return;

@@ -80,6 +80,11 @@ absl::StatusOr<RingRegion> CreateRingRegion(std::string_view what);
 // server is gone (an executor lost with the ring it served).
 void FinishRingRegion(void* base, const absl::Status& status);
 
+// What every ring's client reads when hrxd stops (UNAVAILABLE
+// shutting_down), written by hrxd into each region before its links to the
+// executors close.
+absl::Status HrxdStopping();
+
 class RingServer final : public StreamConversation {
  public:
   // Called on the serving thread as it exits, once the conversation is

@@ -123,14 +123,19 @@ uint64_t HipBackend::bytes_in_use() const {
 absl::StatusOr<MemoryRef> HipBackend::ImportShm(int fd, uint64_t bytes,
                                                 MemoryKind kind) {
   HRX_ASSIGN_OR_RETURN(std::shared_ptr<HipMemory> memory,
-                       HipMemory::Adopt(device_, fd, bytes, kind, reclaimer_));
+                       HipMemory::Adopt(device_, fd, bytes, kind,
+                                        PlaceImport(kind), reclaimer_));
   return MemoryRef(std::move(memory));
 }
 
 std::vector<ExportKind> HipBackend::export_kinds() const {
   std::vector<ExportKind> kinds = {ExportKind::kShm};
-  if (driver_dmabuf_ || UdmabufAvailable())
+  // An integrated device's buffers are host pages (hip_placement.h): their
+  // dma-bufs come from udmabuf, whatever the driver's export can do.
+  const bool driver_exports = driver_dmabuf_ && !properties_.integrated;
+  if (driver_exports || UdmabufAvailable()) {
     kinds.push_back(ExportKind::kDmaBuf);
+  }
   return kinds;
 }
 

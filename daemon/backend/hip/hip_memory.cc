@@ -40,12 +40,15 @@ absl::StatusOr<uint8_t*> AllocateDevice(uint64_t bytes, bool zeroed,
   return static_cast<uint8_t*>(address);
 }
 
-// Registers `pages` with the runtime, mapped and portable: the device's
-// address of them.
-absl::StatusOr<uint8_t*> RegisterHostPages(const MemfdMapping& pages) {
-  hipError_t error =
-      hipHostRegister(pages.data(), pages.size(),
-                      hipHostRegisterMapped | hipHostRegisterPortable);
+// Registers `pages` with the runtime, mapped and portable (coarse-grained
+// for kCachedHostPages): the device's address of them.
+absl::StatusOr<uint8_t*> RegisterHostPages(const MemfdMapping& pages,
+                                           HipPlacement placement) {
+  unsigned int flags = hipHostRegisterMapped | hipHostRegisterPortable;
+  if (placement == HipPlacement::kCachedHostPages) {
+    flags |= hipExtHostRegisterCoarseGrained;
+  }
+  hipError_t error = hipHostRegister(pages.data(), pages.size(), flags);
   void* mapped = nullptr;
   if (error == hipSuccess) {
     error = hipHostGetDevicePointer(&mapped, pages.data(), 0);
@@ -65,23 +68,30 @@ absl::StatusOr<uint8_t*> RegisterHostPages(const MemfdMapping& pages) {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<HipMemory>> HipMemory::Adopt(
-    int device, int fd, uint64_t bytes, MemoryKind kind,
+    int device, int fd, uint64_t bytes, MemoryKind kind, HipPlacement placement,
     std::shared_ptr<HipReclaimer> reclaimer) {
   if (absl::Status bound = BindDevice(device); !bound.ok()) {
     close(fd);
     return bound;
   }
-  // The maker allocated at least one byte (see Create).
-  HRX_ASSIGN_OR_RETURN(MemfdMapping pages,
-                       MemfdMapping::Adopt(fd, bytes == 0 ? 1 : bytes));
-  HRX_ASSIGN_OR_RETURN(uint8_t * device_address, RegisterHostPages(pages));
-  // Its own accounting, holding exactly these bytes: the maker's tenant is
-  // the one charged.
+  // Its own accounting, holding exactly these bytes (it cannot refuse them):
+  // the maker's tenant is the one charged.
   auto accounting = std::make_shared<MemoryAccounting>(
       bytes, "the maker's budget charges imported memory");
-  HRX_RETURN_IF_ERROR(accounting->Reserve(bytes));
+  if (absl::Status reserved = accounting->Reserve(bytes); !reserved.ok()) {
+    close(fd);
+    return reserved;
+  }
+  // The maker allocated at least one byte (see Create).
+  auto pages = MemfdMapping::Adopt(fd, bytes == 0 ? 1 : bytes);
+  absl::StatusOr<uint8_t*> device_address =
+      pages.ok() ? RegisterHostPages(*pages, placement) : pages.status();
+  if (!device_address.ok()) {
+    accounting->Release(bytes);
+    return device_address.status();
+  }
   return std::shared_ptr<HipMemory>(
-      new HipMemory(device, bytes, kind, std::move(pages), device_address,
+      new HipMemory(device, bytes, kind, *std::move(pages), *device_address,
                     std::move(accounting), std::move(reclaimer)));
 }
 
@@ -110,7 +120,7 @@ absl::StatusOr<std::shared_ptr<HipMemory>> HipMemory::Create(
       accounting->Release(bytes);
       return pages.status();
     }
-    auto mapped = RegisterHostPages(*pages);
+    auto mapped = RegisterHostPages(*pages, placement);
     if (!mapped.ok()) {
       accounting->Release(bytes);
       return mapped.status();

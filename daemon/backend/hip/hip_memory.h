@@ -35,11 +35,12 @@ class HipMemory final : public Memory {
       std::shared_ptr<HipReclaimer> reclaimer);
   // Memory another executor of this device made, from its shm descriptor
   // (taking `fd`): the same pages, registered with this process's runtime
-  // for `device`. Charged where it was made, so not against this backend's
-  // accounting; the maker keeps the pages when this goes.
+  // for `device` as `placement` says (host pages of either grain). Charged
+  // where it was made, so not against this backend's accounting; the maker
+  // keeps the pages when this goes.
   static absl::StatusOr<std::shared_ptr<HipMemory>> Adopt(
       int device, int fd, uint64_t bytes, MemoryKind kind,
-      std::shared_ptr<HipReclaimer> reclaimer);
+      HipPlacement placement, std::shared_ptr<HipReclaimer> reclaimer);
   ~HipMemory() override;
   HipMemory(const HipMemory&) = delete;
   HipMemory& operator=(const HipMemory&) = delete;

@@ -4,10 +4,16 @@ namespace hrx::backend {
 
 HipPlacement PlaceAllocation(MemoryKind kind,
                              const DeviceProperties& properties) {
-  if (kind == MemoryKind::kHostCoherent || properties.integrated) {
-    return HipPlacement::kRegisteredHostPages;
+  if (kind == MemoryKind::kHostCoherent) {
+    return HipPlacement::kCoherentHostPages;
   }
-  return HipPlacement::kDeviceAllocation;
+  return properties.integrated ? HipPlacement::kCachedHostPages
+                               : HipPlacement::kDeviceAllocation;
+}
+
+HipPlacement PlaceImport(MemoryKind kind) {
+  return kind == MemoryKind::kHostCoherent ? HipPlacement::kCoherentHostPages
+                                           : HipPlacement::kCachedHostPages;
 }
 
 }  // namespace hrx::backend

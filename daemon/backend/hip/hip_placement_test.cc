@@ -13,9 +13,9 @@ DeviceProperties Device(bool integrated) {
   return properties;
 }
 
-TEST(HipPlacementTest, DeviceBuffersOfAnIntegratedDeviceAreHostPages) {
+TEST(HipPlacementTest, DeviceBuffersOfAnIntegratedDeviceAreCachedHostPages) {
   EXPECT_EQ(PlaceAllocation(MemoryKind::kDevice, Device(true)),
-            HipPlacement::kRegisteredHostPages);
+            HipPlacement::kCachedHostPages);
 }
 
 TEST(HipPlacementTest, DeviceBuffersOfADiscreteDeviceAreDeviceAllocations) {
@@ -23,11 +23,17 @@ TEST(HipPlacementTest, DeviceBuffersOfADiscreteDeviceAreDeviceAllocations) {
             HipPlacement::kDeviceAllocation);
 }
 
-TEST(HipPlacementTest, SharedBuffersAreHostPagesOnEveryDevice) {
+TEST(HipPlacementTest, SharedBuffersAreCoherentHostPagesOnEveryDevice) {
   EXPECT_EQ(PlaceAllocation(MemoryKind::kHostCoherent, Device(false)),
-            HipPlacement::kRegisteredHostPages);
+            HipPlacement::kCoherentHostPages);
   EXPECT_EQ(PlaceAllocation(MemoryKind::kHostCoherent, Device(true)),
-            HipPlacement::kRegisteredHostPages);
+            HipPlacement::kCoherentHostPages);
+}
+
+TEST(HipPlacementTest, ImportsAreHostPagesOfTheBuffersGrain) {
+  EXPECT_EQ(PlaceImport(MemoryKind::kHostCoherent),
+            HipPlacement::kCoherentHostPages);
+  EXPECT_EQ(PlaceImport(MemoryKind::kDevice), HipPlacement::kCachedHostPages);
 }
 
 }  // namespace

@@ -152,10 +152,14 @@ absl::StatusOr<backend::MemoryRef> RemoteBackend::Allocate(
                        link_->Call(std::move(request)));
   std::optional<backend::MemfdMapping> mapping;
   if (answer.fd.valid()) {
-    HRX_ASSIGN_OR_RETURN(
-        backend::MemfdMapping mapped,
-        backend::MemfdMapping::Adopt(answer.fd.Release(), bytes));
-    mapping.emplace(std::move(mapped));
+    auto mapped = backend::MemfdMapping::Adopt(answer.fd.Release(), bytes);
+    if (!mapped.ok()) {
+      // The executor holds the memory: it lets go of it, or it would stay
+      // charged there until the executor restarts.
+      link_->Forget(wire::Forget::KIND_MEMORY, id);
+      return mapped.status();
+    }
+    mapping.emplace(*std::move(mapped));
   }
   return backend::MemoryRef(std::make_shared<RemoteMemory>(
       link_, id, bytes, kind, std::move(mapping)));

@@ -54,6 +54,8 @@ inline constexpr unsigned int hipEventDisableTiming = cudaEventDisableTiming;
 inline constexpr unsigned int hipHostRegisterPortable =
     cudaHostRegisterPortable;
 inline constexpr unsigned int hipHostRegisterMapped = cudaHostRegisterMapped;
+// AMD's coarse-grained registration; CUDA registers one way only.
+inline constexpr unsigned int hipExtHostRegisterCoarseGrained = 0;
 
 // Runtime calls: one CUDA runtime call each.
 inline const char* hipGetErrorName(hipError_t e) { return cudaGetErrorName(e); }
