@@ -89,6 +89,11 @@ struct RingHeader {
   // when the end needs no words): written before `finished` is set.
   uint32_t finish_message_bytes;
   char finish_message[kRingFinishMessageBytes];
+  // Taken (0 to 1) by whoever writes the end's code and message: hrxd and
+  // the executor serving the ring may both end it at once (a stop racing the
+  // executor's own end), and one writer's code with the other's words would
+  // tell the client something neither said. The client never reads it.
+  std::atomic<uint32_t> finish_claimed{0};
 };
 static_assert(sizeof(RingHeader) <= kRingHeaderBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);

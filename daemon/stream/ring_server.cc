@@ -110,7 +110,11 @@ absl::Status HrxdStopping() {
 
 void FinishRingRegion(void* base, const absl::Status& status) {
   auto& header = *static_cast<shared::RingHeader*>(base);
-  if (header.finished.load() != 0) return;
+  uint32_t unclaimed = 0;
+  if (header.finished.load() != 0 ||
+      !header.finish_claimed.compare_exchange_strong(unclaimed, 1)) {
+    return;  // ended, or being ended, by the other writer
+  }
   const absl::string_view message = status.message();
   const size_t bytes =
       std::min<size_t>(message.size(), shared::kRingFinishMessageBytes);

@@ -77,7 +77,9 @@ absl::StatusOr<RingRegion> CreateRingRegion(std::string_view what);
 // Marks the ring at `base` finished with `status` (code and message) and
 // wakes its client, unless it is finished already: what a ring's server
 // does at its end, and what its region's creator does for it when the
-// server is gone (an executor lost with the ring it served).
+// server is gone (an executor lost with the ring it served). Of two callers
+// at once (hrxd and an executor share the region), one writes it whole
+// (RingHeader::finish_claimed).
 void FinishRingRegion(void* base, const absl::Status& status);
 
 // What every ring's client reads when hrxd stops (UNAVAILABLE
