@@ -12,11 +12,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
@@ -139,6 +141,17 @@ Activation InheritedSocket() {
   activation.fd = fd;
   activation.path = address.sun_path;
   return activation;
+}
+
+// How to run hrxctl beside this hrxd: from a Bazel tree its build output,
+// installed (the .deb, make install) the one on PATH.
+std::string HrxctlHint() {
+  std::error_code error;
+  const std::string self =
+      std::filesystem::read_symlink("/proc/self/exe", error).string();
+  const bool built_here = absl::StrContains(self, "/bazel-out/") ||
+                          absl::StrContains(self, "/execroot/");
+  return built_here ? "bazel-bin/client/hrxctl" : "hrxctl";
 }
 
 std::string StatusLine(Core& core) {
@@ -353,10 +366,8 @@ absl::Status Run(const DaemonOptions& options) {
       socket_path, activation.fd >= 0 ? " (socket activation)" : "",
       properties.backend, properties.name, properties.target,
       shared::FormatBytes(properties.memory_bytes), options.queue_count);
-  std::printf(
-      "hrxd is listening on %s\ntry:  bazel-bin/client/hrxctl "
-      "--socket=%s status\n",
-      socket_path.c_str(), socket_path.c_str());
+  std::printf("hrxd is listening on %s\ntry:  %s --socket=%s status\n",
+              socket_path.c_str(), HrxctlHint().c_str(), socket_path.c_str());
   std::fflush(stdout);
   notifier.Ready(StatusLine(*core));
 
