@@ -34,8 +34,8 @@ using ::testing::HasSubstr;
 constexpr char kConfig[] = R"(
 # Each in an executor of its own: what one grants the other crosses
 # executors (hrxd passes the memfd; the grantee's executor imports it).
-tenants { name: "alpha" uids: 4001 isolation: ISOLATION_OWN_EXECUTOR }
-tenants { name: "beta" uids: 4002 isolation: ISOLATION_OWN_EXECUTOR }
+tenants { name: "alpha" uids: 4001 isolation: ISOLATION_OWN_EXECUTOR load_kernels: true }
+tenants { name: "beta" uids: 4002 isolation: ISOLATION_OWN_EXECUTOR load_kernels: true }
 tenants {
   name: "ops"
   uids: 0
@@ -158,6 +158,44 @@ TEST_F(ResidentHandleTest, AnotherProcessMapsAGrantedBufferWithNoCopy) {
       << ::testing::PrintToString(pids);
   EXPECT_NE(pids.at("alpha"), pids.at("beta"));
   EXPECT_NE(pids.at("alpha"), 0u);
+}
+
+// Each tenant's kernel, in its own executor, works on the same shared
+// buffer: the grantee's adds 2.5 to the owner's floats (seen through the
+// owner's mapping), then the owner's adds 1 (seen by the owner's read and
+// mapping alike).
+TEST_F(ResidentHandleTest,
+       BothTenantsKernelsWorkOnASharedBufferAcrossExecutors) {
+  constexpr int kCount = 1 << 16;
+  const std::string go = daemon_->dir() + "/go-kernels";
+  auto tenant = [&](uid_t uid, std::vector<std::string> args) {
+    std::vector<std::string> argv = {
+        RunfilePath("tests/tenant_client"),
+        "--socket=" + daemon_->socket_path(), absl::StrCat("--uid=", uid),
+        "--kernel=" + KernelPath("add_f32"), absl::StrCat("--count=", kCount)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return Subprocess::Start(argv, daemon_->dir());
+  };
+  Subprocess owner =
+      tenant(4001, {"--scenario=share_floats", "--grantee=beta", "--go=" + go});
+  ASSERT_TRUE(WaitForOutput(owner, "grant: "))
+      << owner.Stdout() << owner.Stderr();
+  const std::string out = owner.Stdout();
+  const std::string grant = out.substr(out.find("grant: ") + 7, 16);
+  Subprocess grantee =
+      tenant(4002, {"--scenario=import_add", "--grant=" + grant});
+  EXPECT_EQ(grantee.Wait(), 0) << grantee.Stdout() << grantee.Stderr();
+  EXPECT_THAT(grantee.Stdout(),
+              AllOf(HasSubstr("dispatch: OK"), HasSubstr("sync: OK")));
+  std::ofstream(go) << "go";
+  EXPECT_EQ(owner.Wait(), 0) << owner.Stderr();
+  EXPECT_THAT(owner.Stdout(),
+              AllOf(HasSubstr("owner_sees_grantee_kernel: yes"),
+                    HasSubstr("dispatch: OK"), HasSubstr("read: OK"),
+                    HasSubstr("owner_kernel_sees_both: yes")));
+  const std::map<std::string, uint32_t> pids = ExecutorPids();
+  ASSERT_TRUE(pids.contains("alpha") && pids.contains("beta"));
+  EXPECT_NE(pids.at("alpha"), pids.at("beta"));
 }
 
 TEST_F(ResidentHandleTest, TicketsAreSingleUseShortLivedAndBoundToTheExporter) {
