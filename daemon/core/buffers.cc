@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "shared/bytes.h"
+#include "shared/refusal.h"
 #include "shared/status_macros.h"
 
 namespace hrx::daemon {
@@ -36,12 +37,18 @@ absl::StatusOr<BufferInfo> Buffers::Allocate(uint64_t session, uint64_t bytes,
   // The reservation rides on the memory itself (below), so it is released
   // only when the last holder — the buffer table, a pool, or a queued
   // command — lets go.
-  HRX_ASSIGN_OR_RETURN(
-      ChargeRef charge,
-      owner->tenant->Reserve(
-          resource, bytes,
-          absl::StrFormat("allocate %s", shared::FormatBytes(bytes)),
-          owner->Who()));
+  const std::string what =
+      absl::StrFormat("allocate %s", shared::FormatBytes(bytes));
+  absl::StatusOr<ChargeRef> reserved =
+      owner->tenant->Reserve(resource, bytes, what, owner->Who());
+  if (ReasonOf(reserved.status()) == Reason::kBudgetExhausted) {
+    // Memory this session freed while a queued use held it comes back when
+    // an executor reports that use done, possibly just after the client saw
+    // it done on its ring: settled first, asked once more.
+    sessions_.mirrors().SettleReleases(session);
+    reserved = owner->tenant->Reserve(resource, bytes, what, owner->Who());
+  }
+  HRX_ASSIGN_OR_RETURN(ChargeRef charge, std::move(reserved));
   uint64_t origin = 0;
   MemoryRef memory;
   {

@@ -30,6 +30,12 @@ class SessionMirror {
   // under the caller's locks.
   virtual void EndSession(uint64_t session, const absl::Status& why,
                           std::function<void()> ended) = 0;
+  // Before refusing `session` for its budget: waits, bounded, until each
+  // copy holding objects of `session` it was told to let go of has reported
+  // what it released so far, so that memory a completed use has freed (the
+  // client may have seen that completion first: a copy answers its own
+  // rings) counts as free. At once where nothing is pending.
+  virtual void SettleReleases(uint64_t session) = 0;
 };
 
 // The core's way to its mirror, set once by whoever serves sessions
@@ -47,6 +53,10 @@ class SessionMirrors final : public SessionMirror {
   void Revoke(uint64_t session, uint64_t object) override {
     absl::ReaderMutexLock lock(&mu_);
     if (mirror_ != nullptr) mirror_->Revoke(session, object);
+  }
+  void SettleReleases(uint64_t session) override {
+    absl::ReaderMutexLock lock(&mu_);
+    if (mirror_ != nullptr) mirror_->SettleReleases(session);
   }
   void EndSession(uint64_t session, const absl::Status& why,
                   std::function<void()> ended) override {

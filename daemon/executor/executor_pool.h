@@ -79,9 +79,8 @@ struct ExecutorOptions {
 // within ExecutorOptions::hang_limit (--executor_hang_ms) is frozen and is
 // killed, so a stopped executor holds its tenant's calls at most that long.
 inline constexpr absl::Duration kPingInterval = absl::Milliseconds(250);
-// How long a status waits for the executors' current work reports (past
-// it, an executor's last report stands).
-inline constexpr absl::Duration kReportWait = absl::Milliseconds(100);
+// How long a status waits for the executors' current work reports.
+using backend::remote::kReportWait;
 
 class ExecutorPool final : public daemon::DeviceSet {
  public:

@@ -229,6 +229,31 @@ absl::Status ExecutorRings::HandOver(const std::shared_ptr<ExecutorLink>& link,
   return absl::OkStatus();
 }
 
+void ExecutorRings::SettleReleases(uint64_t session) {
+  std::vector<std::shared_ptr<ExecutorLink>> links;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [key, queue] : releasing_) {
+      if (key.first != session) continue;
+      for (const Releasing& releasing : queue) {
+        std::shared_ptr<ExecutorLink> link = releasing.link.lock();
+        if (link != nullptr &&
+            std::find(links.begin(), links.end(), link) == links.end()) {
+          links.push_back(std::move(link));
+        }
+      }
+    }
+  }
+  if (links.empty()) return;
+  const absl::Time deadline = absl::Now() + backend::remote::kReportWait;
+  std::vector<std::pair<std::shared_ptr<ExecutorLink>, uint64_t>> asked;
+  for (auto& link : links) {
+    const uint64_t id = link->AskReport();
+    asked.emplace_back(std::move(link), id);
+  }
+  for (auto& [link, id] : asked) link->AwaitReport(id, deadline);
+}
+
 void ExecutorRings::Revoke(uint64_t session, uint64_t object) {
   std::shared_ptr<ExecutorLink> link;
   std::shared_ptr<absl::Mutex> order;

@@ -95,6 +95,10 @@ class ExecutorRings final : public SessionMirror {
   void EndSession(uint64_t session, const absl::Status& why,
                   std::function<void()> ended) override
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Asks each executor still to report a release of `session`'s for its
+  // work report and waits for the answers (at most kReportWait): the link
+  // delivers in order, so the Released it sent before has been handled.
+  void SettleReleases(uint64_t session) override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Sessions with a ring in an executor.
   size_t sessions() const;

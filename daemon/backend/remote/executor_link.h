@@ -54,6 +54,10 @@ inline constexpr int kMaxHeldEntries = 1024;
 // there run, Released with session_ended): past it, the watchdog kills it
 // (its tenant's work is lost, and the close is done).
 inline constexpr absl::Duration kSessionEndLimit = absl::Minutes(10);
+// How long hrxd waits for executors' answers to AskReport (a status's
+// current work reports, a budget refusal's settled releases); past it, an
+// executor's last report stands.
+inline constexpr absl::Duration kReportWait = absl::Milliseconds(100);
 
 // UNAVAILABLE "executor_lost": the executor serving `name` (a tenant, or
 // "shared") `why` ("exited with status 3", "did not answer ...").
