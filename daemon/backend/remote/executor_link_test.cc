@@ -104,7 +104,7 @@ TEST_F(ExecutorLinkTest, BigForgedEventsAreBoundedByBytesToo) {
   big.mutable_read_data()->set_data(std::string(size_t{32} << 20, 'x'));
   for (int i = 0; i < 9; ++i) executor_->Send(big);
   const absl::Status lost = AwaitLoss();
-  EXPECT_THAT(lost.message(), HasSubstr("bytes waiting"));
+  EXPECT_THAT(std::string(lost.message()), HasSubstr("bytes waiting")) << lost;
   release_.Notify();
   queue.reset();
 }
