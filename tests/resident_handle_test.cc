@@ -8,7 +8,6 @@
 #include <array>
 #include <chrono>
 #include <fstream>
-#include <map>
 #include <thread>
 #include <vector>
 
@@ -68,20 +67,13 @@ class ResidentHandleTest : public ClientFixture {
   uint64_t TenantSharedBytes(const std::string& name) {
     return TenantUsage(name).shared_bytes();
   }
-  // Each executor's pid by name (a tenant's, or "shared").
-  std::map<std::string, uint32_t> ExecutorPids() {
-    auto stub = hrx::v1::Admin::NewStub(
-        client::internal::MakeChannel(daemon_->socket_path()));
-    grpc::ClientContext context;
-    hrx::v1::ListExecutorsResponse response;
-    EXPECT_TRUE(stub->ListExecutors(&context, hrx::v1::ListExecutorsRequest(),
-                                    &response)
-                    .ok());
-    std::map<std::string, uint32_t> pids;
-    for (const auto& executor : response.executors()) {
-      pids[executor.name()] = executor.pid();
-    }
-    return pids;
+  // Both tenants' executors run, each a process of its own.
+  void ExpectExecutorsOfTheirOwn() {
+    const pid_t alpha = ExecutorPid(daemon_->process().pid(), "alpha");
+    const pid_t beta = ExecutorPid(daemon_->process().pid(), "beta");
+    EXPECT_NE(alpha, 0);
+    EXPECT_NE(beta, 0);
+    EXPECT_NE(alpha, beta);
   }
   hrx::v1::Usage TenantUsage(const std::string& name) {
     auto stub = hrx::v1::Admin::NewStub(
@@ -153,11 +145,7 @@ TEST_F(ResidentHandleTest, AnotherProcessMapsAGrantedBufferWithNoCopy) {
   EXPECT_THAT(owner.Stdout(), AllOf(HasSubstr("owner_sees_fill: yes"),
                                     HasSubstr("owner_tail_intact: yes")));
   // The bytes crossed executors: each tenant's is a process of its own.
-  const std::map<std::string, uint32_t> pids = ExecutorPids();
-  ASSERT_TRUE(pids.contains("alpha") && pids.contains("beta"))
-      << ::testing::PrintToString(pids);
-  EXPECT_NE(pids.at("alpha"), pids.at("beta"));
-  EXPECT_NE(pids.at("alpha"), 0u);
+  ExpectExecutorsOfTheirOwn();
 }
 
 // Each tenant's kernel, in its own executor, works on the same shared
@@ -193,9 +181,7 @@ TEST_F(ResidentHandleTest,
               AllOf(HasSubstr("owner_sees_grantee_kernel: yes"),
                     HasSubstr("dispatch: OK"), HasSubstr("read: OK"),
                     HasSubstr("owner_kernel_sees_both: yes")));
-  const std::map<std::string, uint32_t> pids = ExecutorPids();
-  ASSERT_TRUE(pids.contains("alpha") && pids.contains("beta"));
-  EXPECT_NE(pids.at("alpha"), pids.at("beta"));
+  ExpectExecutorsOfTheirOwn();
 }
 
 TEST_F(ResidentHandleTest, TicketsAreSingleUseShortLivedAndBoundToTheExporter) {

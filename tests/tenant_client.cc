@@ -52,6 +52,22 @@ std::string ReadFile(const std::string& path) {
                      std::istreambuf_iterator<char>());
 }
 
+// Loads add_f32 from `kernel_code` and adds `value` to the first `count`
+// floats of `floats`; says "load" when the kernel is refused, else
+// "dispatch". False when the kernel could not be loaded.
+bool AddF32(hrx::Stream& stream, const std::string& kernel_code,
+            const hrx::View& floats, uint32_t count, float value) {
+  auto kernel = stream.LoadKernel(
+      std::vector<uint8_t>(kernel_code.begin(), kernel_code.end()), "add_f32");
+  if (!kernel.ok()) return SayStatus("load", kernel.status()), false;
+  hrx::Constants constants;
+  (void)constants.Push(count);
+  (void)constants.Push(value);
+  SayStatus("dispatch", stream.Dispatch(*kernel, {(count + 255) / 256, 1, 1},
+                                        {256, 1, 1}, constants, {&floats, 1}));
+  return true;
+}
+
 int Scenario(const std::string& name, hrx::Client& client, int argc,
              char** argv, const std::string& kernel_code) {
   auto device = client.OpenDevice(0);
@@ -316,16 +332,8 @@ int Scenario(const std::string& name, hrx::Client& client, int argc,
       added = added && (*floats)[i] == static_cast<float>(i) + 2.5f;
     }
     Say("owner_sees_grantee_kernel", added ? "yes" : "no");
-    auto kernel = stream->LoadKernel(
-        std::vector<uint8_t>(kernel_code.begin(), kernel_code.end()),
-        "add_f32");
-    if (!kernel.ok()) return SayStatus("load", kernel.status()), 1;
     const hrx::View all = buffer->Binding();
-    hrx::Constants constants;
-    (void)constants.Push(count);
-    (void)constants.Push(1.0f);
-    SayStatus("dispatch", stream->Dispatch(*kernel, {(count + 255) / 256, 1, 1},
-                                           {256, 1, 1}, constants, {&all, 1}));
+    if (!AddF32(*stream, kernel_code, all, count, 1.0f)) return 1;
     std::vector<uint8_t> read(uint64_t{count} * sizeof(float));
     SayStatus("read", stream->ReadBlocking(all, read));
     bool both = true;
@@ -346,16 +354,9 @@ int Scenario(const std::string& name, hrx::Client& client, int argc,
         static_cast<uint32_t>(Number(argc, argv, "count", 0));
     auto imported = stream->Import(Number(argc, argv, "grant", 0));
     if (!imported.ok()) return SayStatus("import", imported.status()), 1;
-    auto kernel = stream->LoadKernel(
-        std::vector<uint8_t>(kernel_code.begin(), kernel_code.end()),
-        "add_f32");
-    if (!kernel.ok()) return SayStatus("load", kernel.status()), 1;
-    const hrx::View all = imported->Binding();
-    hrx::Constants constants;
-    (void)constants.Push(count);
-    (void)constants.Push(2.5f);
-    SayStatus("dispatch", stream->Dispatch(*kernel, {(count + 255) / 256, 1, 1},
-                                           {256, 1, 1}, constants, {&all, 1}));
+    if (!AddF32(*stream, kernel_code, imported->Binding(), count, 2.5f)) {
+      return 1;
+    }
     SayStatus("sync", stream->Synchronize());
     return 0;
   }
