@@ -246,6 +246,15 @@ class Backend {
   // to a faulting kernel), the status that lost it. The CPU backend's device
   // is never lost: a kernel failure there poisons only its queue.
   virtual absl::Status device_status() const { return absl::OkStatus(); }
+
+  // `lost` runs once, with the status that lost the device, on the thread
+  // that found the fault (possibly under the backend's own locks: it must
+  // not call into the backend). Set before any queue exists. An executor
+  // ends on it so that hrxd starts a fresh one: a lost context refuses every
+  // later call, whichever path (hrxd's link or a ring the executor serves)
+  // found the fault. Backends whose device is never lost ignore it.
+  using DeviceLostHandler = std::function<void(const absl::Status& why)>;
+  virtual void OnDeviceLost(DeviceLostHandler lost) { (void)lost; }
 };
 
 }  // namespace hrx::backend

@@ -271,8 +271,9 @@ absl::StatusOr<ExecutorPool::Launched> ExecutorPool::Launch(
   // the number, which the kernel may have given to another process by then.
   auto pidfd = std::make_shared<const shared::UniqueFd>(
       static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
-  auto link = ExecutorLink::Open(shared::UniqueFd(ends[0]), name,
-                                 options_.call_limit, std::move(cause));
+  auto link =
+      ExecutorLink::Open(shared::UniqueFd(ends[0]), name, options_.start_limit,
+                         options_.call_limit, std::move(cause));
   if (!link.ok()) return link.status();
   return Launched{pid, std::move(pidfd),
                   std::make_shared<RemoteBackend>(*std::move(link))};

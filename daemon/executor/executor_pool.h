@@ -66,6 +66,10 @@ struct ExecutorOptions {
   absl::Duration watchdog = absl::Seconds(kDefaultWatchdogSeconds);
   // A call (allocate, load a kernel) the executor must answer within.
   absl::Duration call_limit = absl::Seconds(kDefaultWatchdogSeconds);
+  // Its start (process, sandbox, the runtime's device context) must end in
+  // its hello within this, whatever the watchdog: a context's creation can
+  // wait for the driver to tear down a killed executor's context.
+  absl::Duration start_limit = absl::Seconds(kDefaultStartSeconds);
   // A ping the executor must answer within (stopped, or its main thread
   // stuck, past it): see kPingInterval.
   absl::Duration hang_limit = absl::Seconds(kDefaultHangSeconds);
@@ -73,6 +77,7 @@ struct ExecutorOptions {
   absl::Duration max_backoff = absl::Seconds(10);
   static constexpr int64_t kDefaultWatchdogSeconds = 30;
   static constexpr int64_t kDefaultHangSeconds = 10;
+  static constexpr int64_t kDefaultStartSeconds = 30;
 };
 
 // How often the watchdog pings each executor; one that does not answer

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <utility>
@@ -168,7 +169,6 @@ void ExecutorService::Complete(uint64_t queue_id, QueueState& state,
       failed->set_code(static_cast<int>(status.code()));
       failed->set_message(std::string(status.message()));
       writer_.Send(event);
-      if (!backend_.device_status().ok()) ExitForLostDevice();
     }
     // In fence order only: a later fence sharing this one's real fence
     // (a marker, a wait already satisfied) can finish first, and a
@@ -201,10 +201,16 @@ void ExecutorService::Complete(uint64_t queue_id, QueueState& state,
   });
 }
 
-void ExecutorService::ExitForLostDevice() {
+void ExecutorService::ExitForLostDevice(const absl::Status& why) {
   // The fault lost this executor's device context (a GPU fault): nothing
-  // more can run here. The failure is on its way to hrxd; the process ends
-  // so that hrxd starts a fresh one, and no other executor is touched.
+  // more can run here, whichever path found it (a queue hrxd drives, or a
+  // ring served here). The failure is on its way to its waiters (through
+  // hrxd, or written into the ring): the process ends shortly after, so
+  // that hrxd starts a fresh one, and no other executor is touched.
+  std::fprintf(stderr,
+               "hrxd executor: the device context is lost (%s); ending so "
+               "that hrxd starts a fresh executor\n",
+               std::string(why.message()).c_str());
   std::thread([] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     _exit(4);

@@ -27,6 +27,9 @@ void SetStatus(const absl::Status& status, wire::Reply* reply) {
 
 ExecutorService::ExecutorService(backend::Backend& backend, int socket)
     : backend_(backend), socket_(socket), reader_(socket), writer_(socket) {
+  // Before any queue exists (the handler is set once).
+  backend_.OnDeviceLost(
+      [](const absl::Status& why) { ExitForLostDevice(why); });
   reporter_ = std::thread([this] { ReportProgress(); });
   sessions_ = std::make_unique<ExecutorSessions>(
       // Not owned: the backend outlives this service.

@@ -89,8 +89,9 @@ class ExecutorService final : private backend::remote::LocalObjects {
   // The reporter thread: SendProgress whenever a queue's completion moved
   // (one thread, so a busy queue's many completions become one event).
   void ReportProgress();
-  // Ends the process soon after a fault lost the device context.
-  static void ExitForLostDevice();
+  // Ends the process soon after a fault lost the device context (the
+  // backend's OnDeviceLost handler).
+  static void ExitForLostDevice(const absl::Status& why);
   // A ring thread's question to hrxd about a handle not installed here;
   // waits until Serve's thread has applied the answer.
   absl::StatusOr<uint64_t> AskHrxd(const shared::WireHandle& handle,

@@ -39,6 +39,9 @@ class HipBackend final : public Backend {
   absl::StatusOr<MemoryRef> ImportShm(int fd, uint64_t bytes,
                                       MemoryKind kind) override;
   absl::Status device_status() const override { return health_->status(); }
+  void OnDeviceLost(DeviceLostHandler lost) override {
+    health_->SetOnLost(std::move(lost));
+  }
 
   // Whether device memory comes from the stream-ordered allocator (see
   // hip_reclaimer.h); settled at Open.

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -340,6 +341,13 @@ TEST_F(HipBackendTest, AKernelThatTrapsFailsTheQueueNamingTheKernel) {
   dispatch->constants.append(reinterpret_cast<const char*>(&count), 4);
   dispatch->constants.append(reinterpret_cast<const char*>(&one), 4);
   dispatch->bindings.push_back({data, 0, 16});
+  // The handler an executor ends on: told once, with the fault.
+  std::atomic<int> told{0};
+  absl::Status told_why;
+  backend_->OnDeviceLost([&](const absl::Status& why) {
+    told_why = why;
+    told.fetch_add(1);
+  });
   auto queue = *backend_->CreateQueue();
   const Fence fence = *queue->EnqueueDispatch(dispatch);
   EXPECT_THAT(queue->Wait(fence), StatusIs(absl::StatusCode::kInternal,
@@ -348,6 +356,15 @@ TEST_F(HipBackendTest, AKernelThatTrapsFailsTheQueueNamingTheKernel) {
   // The context is lost for the whole device, and the backend says so.
   EXPECT_THAT(backend_->device_status(), StatusIs(absl::StatusCode::kInternal,
                                                   HasSubstr("kernel_failed")));
+  // A second queue's failure tells nobody again.
+  auto second = backend_->CreateQueue();
+  if (second.ok()) {
+    auto later = (*second)->EnqueueDispatch(dispatch);
+    if (later.ok()) EXPECT_FALSE((*second)->Wait(*later).ok());
+  }
+  EXPECT_EQ(told.load(), 1);
+  EXPECT_THAT(told_why, StatusIs(absl::StatusCode::kInternal,
+                                 HasSubstr("kernel_failed")));
 }
 
 }  // namespace

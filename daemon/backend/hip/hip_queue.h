@@ -51,9 +51,18 @@ class HipEventPool : public std::enable_shared_from_this<HipEventPool> {
 // any queue sees loses the context for all of them.
 class HipDeviceHealth {
  public:
+  // The first loss runs `on_lost_` (set before the queues exist), outside
+  // mu_ but on the caller's thread, which may hold a queue's lock.
   void Lost(const absl::Status& why) {
-    absl::MutexLock lock(&mu_);
-    if (status_.ok()) status_ = why;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!status_.ok()) return;
+      status_ = why;
+    }
+    if (on_lost_) on_lost_(why);
+  }
+  void SetOnLost(std::function<void(const absl::Status&)> on_lost) {
+    on_lost_ = std::move(on_lost);
   }
   absl::Status status() const {
     absl::MutexLock lock(&mu_);
@@ -63,6 +72,8 @@ class HipDeviceHealth {
  private:
   mutable absl::Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
+  // Written once before any queue can call Lost, read only by Lost.
+  std::function<void(const absl::Status&)> on_lost_;
 };
 
 // Commands between two completion events at most; bounds how long a

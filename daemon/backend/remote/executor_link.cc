@@ -1,5 +1,6 @@
 #include "daemon/backend/remote/executor_link.h"
 
+#include <errno.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -35,11 +36,22 @@ absl::Status ExecutorLostStatus(const std::string& name,
 }
 
 absl::StatusOr<std::shared_ptr<ExecutorLink>> ExecutorLink::Open(
-    shared::UniqueFd socket, std::string tenant, absl::Duration call_limit,
-    Cause cause) {
+    shared::UniqueFd socket, std::string tenant, absl::Duration start_limit,
+    absl::Duration call_limit, Cause cause) {
   pollfd ready{socket.get(), POLLIN, 0};
-  const int waited =
-      poll(&ready, 1, static_cast<int>(absl::ToInt64Milliseconds(call_limit)));
+  int waited = 0;
+  do {
+    waited = poll(&ready, 1,
+                  static_cast<int>(absl::ToInt64Milliseconds(start_limit)));
+  } while (waited < 0 && errno == EINTR);
+  if (waited == 0) {
+    // Still starting: the cause kills it, so its end says nothing of why.
+    (void)cause();
+    return ExecutorLostStatus(
+        tenant, absl::StrFormat("did not start within %s (the executor start "
+                                "limit) and was killed",
+                                absl::FormatDuration(start_limit)));
+  }
   FrameReader first(socket.get());
   std::string bytes;
   wire::Event event;

@@ -74,10 +74,13 @@ class ExecutorLink {
   using Cause = std::function<absl::Status()>;
 
   // Takes the socket of a started executor and reads its Hello, waiting at
-  // most `call_limit`. `cause` is asked once the socket ends.
+  // most `start_limit` (the runtime's start, however short the call limit:
+  // a device's first context can wait for the driver to tear down a killed
+  // one). Calls are bounded by `call_limit`. `cause` is asked once the
+  // socket ends.
   static absl::StatusOr<std::shared_ptr<ExecutorLink>> Open(
-      shared::UniqueFd socket, std::string tenant, absl::Duration call_limit,
-      Cause cause);
+      shared::UniqueFd socket, std::string tenant, absl::Duration start_limit,
+      absl::Duration call_limit, Cause cause);
   ~ExecutorLink();
   ExecutorLink(const ExecutorLink&) = delete;
   ExecutorLink& operator=(const ExecutorLink&) = delete;

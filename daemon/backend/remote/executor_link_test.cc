@@ -5,6 +5,7 @@
 
 #include <sys/socket.h>
 
+#include <chrono>
 #include <map>
 #include <thread>
 #include <vector>
@@ -15,11 +16,14 @@
 #include "daemon/backend/remote/remote_queue.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shared/status_matchers.h"
 
 namespace hrx::backend::remote {
 namespace {
 
 namespace wire = hrx::executor::v1;
+using ::hrx::shared::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 
@@ -33,9 +37,9 @@ class ExecutorLinkTest : public ::testing::Test {
     wire::Event hello;
     hello.mutable_hello()->set_pid(1);
     executor_->Send(hello);
-    auto link =
-        ExecutorLink::Open(shared::UniqueFd(ends[0]), "flood",
-                           absl::Seconds(30), [] { return absl::OkStatus(); });
+    auto link = ExecutorLink::Open(shared::UniqueFd(ends[0]), "flood",
+                                   absl::Seconds(30), absl::Seconds(30),
+                                   [] { return absl::OkStatus(); });
     ASSERT_TRUE(link.ok()) << link.status();
     link_ = *std::move(link);
   }
@@ -137,6 +141,43 @@ TEST_F(ExecutorLinkTest, AnUnansweredPingMarksTheExecutorUnresponsive) {
 // times out and loses the link, the callback then gets its lock, and the
 // queue hears of the loss. (Losing the link used to wait for the delivery
 // thread, which waited for the lock: neither ever moved.)
+TEST_F(ExecutorLinkTest, AHelloIsAwaitedForTheStartLimitNotTheCallLimit) {
+  // A start (the runtime's device context) may take longer than a call may:
+  // the hello arrives 300 ms in, past a 50 ms call limit, and is taken.
+  int ends[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends), 0);
+  shared::UniqueFd slow_end(ends[1]);
+  std::thread slow_start([&slow_end] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    FrameWriter executor(slow_end.get());
+    wire::Event hello;
+    hello.mutable_hello()->set_pid(1);
+    executor.Send(hello);
+  });
+  auto started = ExecutorLink::Open(shared::UniqueFd(ends[0]), "slow",
+                                    absl::Seconds(5), absl::Milliseconds(50),
+                                    [] { return absl::OkStatus(); });
+  slow_start.join();
+  EXPECT_TRUE(started.ok()) << started.status();
+
+  // Past the start limit the executor is killed (its cause asked) and the
+  // loss names the limit.
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends), 0);
+  shared::UniqueFd silent_end(ends[1]);
+  int causes = 0;
+  auto silent =
+      ExecutorLink::Open(shared::UniqueFd(ends[0]), "silent",
+                         absl::Milliseconds(200), absl::Seconds(5), [&causes] {
+                           ++causes;
+                           return absl::OkStatus();
+                         });
+  EXPECT_THAT(silent.status(),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       AllOf(HasSubstr("executor_lost"),
+                             HasSubstr("did not start within 200ms"))));
+  EXPECT_EQ(causes, 1);
+}
+
 TEST_F(ExecutorLinkTest, ACallThatTimesOutUnderALockACallbackNeedsEndsNoOne) {
   int ends[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends), 0);
@@ -146,7 +187,7 @@ TEST_F(ExecutorLinkTest, ACallThatTimesOutUnderALockACallbackNeedsEndsNoOne) {
   hello.mutable_hello()->set_pid(1);
   executor.Send(hello);
   auto opened = ExecutorLink::Open(shared::UniqueFd(ends[0]), "silent",
-                                   absl::Milliseconds(300),
+                                   absl::Seconds(30), absl::Milliseconds(300),
                                    [] { return absl::OkStatus(); });
   ASSERT_TRUE(opened.ok()) << opened.status();
   std::shared_ptr<ExecutorLink> link = *std::move(opened);

@@ -157,8 +157,20 @@ void FaultyBackend::FailCompletions(absl::Status status) {
 }
 
 void FaultyBackend::LoseDevice(absl::Status status) {
+  DeviceLostHandler on_lost;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!faults_.lost.ok()) return;
+    faults_.lost = status;
+    on_lost = faults_.on_lost;
+  }
+  if (on_lost) on_lost(status);
+}
+
+void FaultyBackend::OnDeviceLost(DeviceLostHandler lost) {
   absl::MutexLock lock(&mu_);
-  faults_.lost = std::move(status);
+  faults_.on_lost = lost;
+  inner_->OnDeviceLost(std::move(lost));
 }
 
 size_t FaultyBackend::held_completions() const {

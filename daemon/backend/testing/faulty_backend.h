@@ -41,8 +41,9 @@ class FaultyBackend final : public Backend {
   void ReleaseCompletions();
   // From now on every completion reports `status` (a failing device queue).
   void FailCompletions(absl::Status status);
-  // The device is lost: device_status() reports `status`, and every queue
-  // refuses new work with it.
+  // The device is lost: device_status() reports `status`, every queue
+  // refuses new work with it, and the OnDeviceLost handler runs (the first
+  // time).
   void LoseDevice(absl::Status status);
   // Completion callbacks waiting for ReleaseCompletions, over all queues.
   size_t held_completions() const;
@@ -60,6 +61,7 @@ class FaultyBackend final : public Backend {
   uint64_t bytes_in_use() const override;
   std::vector<ExportKind> export_kinds() const override;
   absl::Status device_status() const override;
+  void OnDeviceLost(DeviceLostHandler lost) override;
 
  private:
   friend class FaultyQueue;
@@ -67,6 +69,7 @@ class FaultyBackend final : public Backend {
     bool holding = false;
     absl::Status completion_status;  // OK: pass the real status through
     absl::Status lost;               // OK: the device works
+    DeviceLostHandler on_lost;
   };
   Faults faults() const;
   void Forget(FaultyQueue* queue);
