@@ -360,7 +360,9 @@ TEST_F(HipBackendTest, AKernelThatTrapsFailsTheQueueNamingTheKernel) {
   auto second = backend_->CreateQueue();
   if (second.ok()) {
     auto later = (*second)->EnqueueDispatch(dispatch);
-    if (later.ok()) EXPECT_FALSE((*second)->Wait(*later).ok());
+    if (later.ok()) {
+      EXPECT_FALSE((*second)->Wait(*later).ok());
+    }
   }
   EXPECT_EQ(told.load(), 1);
   EXPECT_THAT(told_why, StatusIs(absl::StatusCode::kInternal,
