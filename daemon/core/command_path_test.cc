@@ -74,6 +74,42 @@ TEST_F(CommandPathTest, AnUploadPastTheStagingBoundSuspendsTheBatchNotAThread) {
             std::string("abcdefghi").substr(0, kMaxPendingStagings + 1));
 }
 
+TEST_F(CommandPathTest, AStreamHoldsAtMostTheBacklogBoundOfUnfinishedCommands) {
+  const uint64_t buffer = harness_.Allocate(64);
+  ASSERT_THAT(harness_.Sync(), IsOk());  // its zeroing done: nothing owed
+  harness_.faults().HoldCompletions();
+  std::vector<Command> fills;
+  for (size_t i = 0; i < kMaxCommandsPerSubmit; ++i) {
+    fills.push_back(FillCommand{{buffer, i % 64, 1}, 7});
+  }
+  // Up to the bound (16 whole batches), every batch is enqueued though
+  // nothing completes...
+  static_assert(kMaxQueueBacklog % kMaxCommandsPerSubmit == 0);
+  uint64_t enqueued = 0;
+  while (enqueued < kMaxQueueBacklog) {
+    Pending<absl::StatusOr<size_t>> submitted;
+    commands().Submit(harness_.session(), harness_.stream(), fills,
+                      SubmitErrors::kReturn, submitted.Callback());
+    ASSERT_TRUE(submitted.arrived()) << "suspended after " << enqueued;
+    ASSERT_THAT(submitted.Get(), IsOk());
+    enqueued += kMaxCommandsPerSubmit;
+  }
+  EXPECT_EQ(enqueued, kMaxQueueBacklog);
+  EXPECT_EQ(harness_.core().admin().status().suspended_streams, 0u);
+  // ...and the batch that crosses it waits, unreported (its client's next
+  // request unread), until the queue has done half of what it holds.
+  Pending<absl::StatusOr<size_t>> crossing;
+  commands().Submit(harness_.session(), harness_.stream(), fills,
+                    SubmitErrors::kReturn, crossing.Callback());
+  EXPECT_FALSE(crossing.arrived());
+  EXPECT_EQ(harness_.core().admin().status().suspended_streams, 1u);
+  harness_.faults().ReleaseCompletions();
+  EXPECT_THAT(crossing.Get(), IsOk());
+  EXPECT_EQ(*crossing.Get(), kMaxCommandsPerSubmit);
+  EXPECT_EQ(harness_.core().admin().status().suspended_streams, 0u);
+  EXPECT_EQ(*harness_.Read({buffer, 0, 1}), std::string(1, '\x07'));
+}
+
 TEST_F(CommandPathTest, OperationsPastTheParkLimitAreRefusedAtOnce) {
   Pending<absl::StatusOr<size_t>> submitted;
   SuspendABatch(submitted);

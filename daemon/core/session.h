@@ -76,12 +76,16 @@ struct StreamEntry {
   const std::shared_ptr<backend::Queue> queue;
 
   backend::Fence published = 0;  // fence of the stream's last command
+  // Commands may be published up to this fence without asking the queue
+  // how far it got (the backlog bound, kMaxQueueBacklog, asked again here).
+  backend::Fence backlog_checked_to = 0;
   // The one place a stream's deferred refusal lives (stream_gate.h): the
   // first refused batch of Streams.Open, reported at the next sync point.
   absl::Status deferred_refusal;
   UploadStaging staging;
   // Submit never waits on a caller's thread: a batch that meets the staging
-  // bound is suspended until the stream's earlier work completes, and the
+  // or backlog bound is suspended until the stream's earlier work completes
+  // (enough of it), and the
   // ordered operations arriving meanwhile wait in `parked`, in order (at
   // most kMaxParkedOps).
   bool suspended = false;

@@ -27,6 +27,16 @@ bool StagingFull(Session& session, StreamEntry& stream, uint64_t size)
   return stream.staging.NeedsDrain(size) && stream.staging.pending_count() != 0;
 }
 
+// Whether the stream's queue already holds kMaxQueueBacklog commands up to
+// the stream's last one. The queue is asked only once the stream has
+// published up to where the last answer allowed.
+bool BacklogFull(StreamEntry& stream) {
+  if (stream.published < stream.backlog_checked_to) return false;
+  const backend::Fence done = stream.queue->completed();
+  stream.backlog_checked_to = done + kMaxQueueBacklog;
+  return stream.published >= stream.backlog_checked_to;
+}
+
 // Enqueues one prepared step on the stream's queue: the fence it returned,
 // or nullopt when the step enqueues nothing (empty ranges are valid no-ops,
 // events are recorded in the core).
@@ -233,6 +243,17 @@ void CommandPath::ContinueSubmit(const std::shared_ptr<SubmitJob>& job,
             queue->OnComplete(drain_to,
                               [this, job](absl::Status) { ResumeSubmit(job); });
           });
+      return;
+    }
+    // Bounded backlog: a client faster than the device waits (unread) until
+    // the queue has done half of what it holds.
+    if (BacklogFull(target)) {
+      target.suspended = true;
+      after.push_back([this, job, queue = target.queue,
+                       drain_to = target.published - kMaxQueueBacklog / 2] {
+        queue->OnComplete(drain_to,
+                          [this, job](absl::Status) { ResumeSubmit(job); });
+      });
       return;
     }
     auto fence = EnqueueStep(devices_, s, target, step);

@@ -28,8 +28,15 @@ inline constexpr size_t kDispatchCacheEntries = 1024;
 inline constexpr uint64_t kDispatchCacheBytes = uint64_t{16} << 20;
 inline constexpr size_t kTransferCacheEntries = 128;
 // Ordered operations (submits, syncs, reads) that may wait behind a batch
-// suspended at the staging bound, per stream; more are refused.
+// suspended at the staging or backlog bound, per stream; more are refused.
 inline constexpr size_t kMaxParkedOps = 64;
+// Commands a stream may have on its queue not yet completed: a batch that
+// reaches it is suspended until the queue has done half of them (nothing
+// refused, no thread waits; the client's next request is not read until
+// then). It bounds what a queue holds for a client that submits faster than
+// the device runs: frames hrxd queues for an executor's link (which a ping
+// would wait behind), and commands an executor or the CPU queue keeps.
+inline constexpr backend::Fence kMaxQueueBacklog = 65536;
 // A remote session ends this long after the last call that named it (gRPC
 // does not report a TCP client's disconnection).
 inline constexpr int64_t kRemoteSessionLeaseSeconds = 120;
