@@ -8,6 +8,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "daemon/executor/executor_main.h"
+#include "daemon/mutex_checks.h"
 #include "daemon/run.h"
 
 ABSL_FLAG(std::string, socket, "",
@@ -95,6 +96,8 @@ ABSL_FLAG(uint64_t, max_bound_tenants, 256,
           "side channel and two threads)");
 
 int main(int argc, char** argv) {
+  hrx::daemon::ConfigureMutexChecks();  // before any thread (hrxd's or an
+                                        // executor's) starts
   // hrxd starts its executors as itself (same build, same backend).
   if (argc > 1 && std::string(argv[1]) == hrx::executor::kExecutorFlag) {
     return hrx::executor::RunExecutor(argc, argv);

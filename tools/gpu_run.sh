@@ -37,7 +37,8 @@ run_one() {
     filter=(--gtest_filter=-DaemonLifecycleTest.TheAmdVariant*)
   local label=$name
   [ "$transport" = grpc ] && label=${name}_grpc
-  HRX_TRANSPORT=$transport TEST_TMPDIR="$tmp" timeout 420 "$root/bin/$name" \
+  HRX_TRANSPORT=$transport TEST_TMPDIR="$tmp" HRX_MUTEX_DEADLOCK_DETECTION=1 \
+    timeout 420 "$root/bin/$name" \
     "${filter[@]}" --gtest_output="xml:$out/xml/$label.xml" \
     > "$out/logs/$label.log" 2>&1
   echo "$label exit $?"

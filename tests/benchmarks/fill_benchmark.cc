@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/backend/cpu/cpu_backend.h"
+#include "daemon/mutex_checks.h"
 #include "hrx/client.h"
 #include "tests/raw_session.h"
 #include "tests/subprocess.h"
@@ -141,6 +142,8 @@ absl::StatusOr<DaemonFigures> MeasureDaemon(
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The in-process baseline runs as hrxd does (daemon/mutex_checks.h).
+  hrx::daemon::ConfigureMutexChecks();
   const uint64_t fills = FlagValue(argc, argv, "fills", 100000);
   const uint64_t unary_fills = FlagValue(argc, argv, "unary_fills", 2000);
 

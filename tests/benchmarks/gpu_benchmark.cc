@@ -27,6 +27,7 @@
 #include "daemon/backend/hip/hip_memory.h"
 #include "daemon/backend/hip/hip_platform.h"
 #include "daemon/backend/hip/hip_status.h"
+#include "daemon/mutex_checks.h"
 #include "hrx/client.h"
 #include "tests/benchmarks/median.h"
 #include "tests/subprocess.h"
@@ -83,6 +84,8 @@ std::string AddConstants(uint32_t n, float value) {
 }  // namespace
 
 int main() {
+  // The in-process baseline runs as hrxd does (daemon/mutex_checks.h).
+  hrx::daemon::ConfigureMutexChecks();
   using hrx::testing::RunfilePath;
   const std::string cubin =
       hrx::testing::ReadFile(RunfilePath("tests/kernels/gpu/add_f32.cubin"));

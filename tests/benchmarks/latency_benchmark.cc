@@ -27,6 +27,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "daemon/backend/cpu/cpu_backend.h"
+#include "daemon/mutex_checks.h"
 #include "hrx/client.h"
 #include "tests/benchmarks/median.h"
 #include "tests/subprocess.h"
@@ -153,6 +154,8 @@ absl::StatusOr<DaemonFigures> MeasureDaemon(const std::string& socket_path,
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The in-process baseline runs as hrxd does (daemon/mutex_checks.h).
+  hrx::daemon::ConfigureMutexChecks();
   const int rounds = static_cast<int>(FlagValue(argc, argv, "rounds", 3000));
   const uint64_t fills = FlagValue(argc, argv, "fills", 50000);
   const std::string json_path = FlagText(argc, argv, "json", "");
