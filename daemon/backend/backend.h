@@ -249,10 +249,11 @@ class Backend {
 
   // `lost` runs once, with the status that lost the device, on the thread
   // that found the fault (possibly under the backend's own locks: it must
-  // not call into the backend). Set before any queue exists. An executor
-  // ends on it so that hrxd starts a fresh one: a lost context refuses every
-  // later call, whichever path (hrxd's link or a ring the executor serves)
-  // found the fault. Backends whose device is never lost ignore it.
+  // not call into the backend); the HIP backend finds it when a queue
+  // retires failed work. An executor ends on it so that hrxd starts a fresh
+  // one: a lost context refuses every later call, whether hrxd's link or a
+  // ring the executor serves drove the queue. Backends whose device is
+  // never lost ignore it.
   using DeviceLostHandler = std::function<void(const absl::Status& why)>;
   virtual void OnDeviceLost(DeviceLostHandler lost) { (void)lost; }
 };

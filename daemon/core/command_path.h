@@ -5,7 +5,7 @@
 //
 // Contract: a batch runs entirely or not at all; a refusal names the
 // command's position. No caller's thread ever waits for the device: a batch
-// whose upload meets the staging bound is suspended and resumed from the
+// that meets the staging or backlog bound is suspended and resumed from the
 // queue's completion callback, and ordered operations arriving meanwhile
 // park behind it (stream_gate.h). Completion callbacks (`done`) run exactly
 // once, possibly on a backend thread, and must not call back into the core.
@@ -51,7 +51,7 @@ class CommandPath {
   // Checks every command, then enqueues all of them in order. With
   // SubmitErrors::kDefer a refusal is kept for the stream's next sync point
   // and `done` gets OK(0). `done` gets the number of commands enqueued,
-  // often before Submit returns; a batch suspended at the staging bound
+  // often before Submit returns; a batch suspended at a bound
   // reports from the completion that resumes it. Past kMaxParkedOps ordered
   // operations waiting behind it: RESOURCE_EXHAUSTED "stream_busy".
   using SubmitDone = std::function<void(absl::StatusOr<size_t>)>;
@@ -88,7 +88,10 @@ class CommandPath {
   struct SubmitJob;
   void StartSubmit(const std::shared_ptr<SubmitJob>& job, Deferred& after);
   void ContinueSubmit(const std::shared_ptr<SubmitJob>& job, Deferred& after);
-  void ResumeSubmit(const std::shared_ptr<SubmitJob>& job);
+  // From the completion a suspended batch waited for (`drained`: its
+  // status).
+  void ResumeSubmit(const std::shared_ptr<SubmitJob>& job,
+                    const absl::Status& drained);
 
   DeviceSet& devices_;
   SessionTable& sessions_;

@@ -110,6 +110,32 @@ TEST_F(CommandPathTest, AStreamHoldsAtMostTheBacklogBoundOfUnfinishedCommands) {
   EXPECT_EQ(*harness_.Read({buffer, 0, 1}), std::string(1, '\x07'));
 }
 
+TEST_F(CommandPathTest, ABatchWaitingAtTheBacklogBoundEndsWhenTheQueueFails) {
+  const uint64_t buffer = harness_.Allocate(64);
+  ASSERT_THAT(harness_.Sync(), IsOk());
+  harness_.faults().HoldCompletions();
+  std::vector<Command> fills;
+  for (size_t i = 0; i < kMaxCommandsPerSubmit; ++i) {
+    fills.push_back(FillCommand{{buffer, i % 64, 1}, 7});
+  }
+  for (uint64_t enqueued = 0; enqueued < kMaxQueueBacklog;
+       enqueued += kMaxCommandsPerSubmit) {
+    ASSERT_THAT(harness_.Submit(fills), IsOk());
+  }
+  Pending<absl::StatusOr<size_t>> crossing;
+  commands().Submit(harness_.session(), harness_.stream(), fills,
+                    SubmitErrors::kReturn, crossing.Callback());
+  ASSERT_FALSE(crossing.arrived());
+  // The completion it waits for reports a failure: the rest of the batch
+  // goes on without waiting again, and the stream's sync reports it.
+  harness_.faults().FailCompletions(
+      Refusal(Reason::kDeviceFault, "the device failed. Fix: x."));
+  harness_.faults().ReleaseCompletions();
+  EXPECT_TRUE(crossing.Get().ok()) << crossing.Get().status();
+  EXPECT_THAT(harness_.Sync(),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("device_fault")));
+}
+
 TEST_F(CommandPathTest, OperationsPastTheParkLimitAreRefusedAtOnce) {
   Pending<absl::StatusOr<size_t>> submitted;
   SuspendABatch(submitted);

@@ -18,14 +18,15 @@ void RunInOrder(StreamEntry& stream, GatedOp op, Deferred& after) {
     return op(absl::OkStatus(), after);
   }
   if (stream.parked.size() >= kMaxParkedOps) {
-    return op(Refusal(Reason::kStreamBusy,
-                      absl::StrFormat(
-                          "%u operations already wait behind a batch "
-                          "suspended at the staging bound (the limit is "
-                          "%u). Fix: wait for earlier calls on the stream "
-                          "before sending more.",
-                          stream.parked.size(), kMaxParkedOps)),
-              after);
+    return op(
+        Refusal(Reason::kStreamBusy,
+                absl::StrFormat(
+                    "%u operations already wait behind a batch "
+                    "suspended at the staging or backlog bound (the limit is "
+                    "%u). Fix: wait for earlier calls on the stream "
+                    "before sending more.",
+                    stream.parked.size(), kMaxParkedOps)),
+        after);
   }
   stream.parked.push_back(std::move(op));
 }

@@ -2,7 +2,8 @@
 //
 // Operations ordered on a stream (submits, syncs, reads, profiled launches,
 // its destruction, a deferred refusal) run in arrival order. Normally they
-// run at once; while a batch is suspended at the staging bound they park
+// run at once; while a batch is suspended at the staging or backlog bound
+// (command_path.h) they park
 // behind it (at most kMaxParkedOps) and run when it resumes. Nothing here
 // waits: work that must happen after a lock is released (completions may
 // run inline, and may take the session's lock) is added to a Deferred list

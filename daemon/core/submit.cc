@@ -144,6 +144,10 @@ struct CommandPath::SubmitJob {
   SubmitDone done;
   planner::Plan plan;
   size_t next = 0;
+  // The queue failed while the batch waited at a bound: the rest is
+  // enqueued without waiting again (it fails with the queue), since
+  // completions may never move far enough to lift the bound.
+  bool queue_failed = false;
 };
 
 void CommandPath::Submit(uint64_t session, uint64_t stream,
@@ -236,23 +240,26 @@ void CommandPath::ContinueSubmit(const std::shared_ptr<SubmitJob>& job,
     // first. Nobody waits for it: the batch is suspended and resumes from
     // that completion.
     if (auto* upload = std::get_if<planner::PreparedUpload>(&step);
-        upload != nullptr && StagingFull(s, target, upload->data.size())) {
+        upload != nullptr && !job->queue_failed &&
+        StagingFull(s, target, upload->data.size())) {
       target.suspended = true;
       after.push_back(
           [this, job, queue = target.queue, drain_to = target.published] {
-            queue->OnComplete(drain_to,
-                              [this, job](absl::Status) { ResumeSubmit(job); });
+            queue->OnComplete(drain_to, [this, job](absl::Status status) {
+              ResumeSubmit(job, status);
+            });
           });
       return;
     }
     // Bounded backlog: a client faster than the device waits (unread) until
     // the queue has done half of what it holds.
-    if (BacklogFull(target)) {
+    if (!job->queue_failed && BacklogFull(target)) {
       target.suspended = true;
       after.push_back([this, job, queue = target.queue,
                        drain_to = target.published - kMaxQueueBacklog / 2] {
-        queue->OnComplete(drain_to,
-                          [this, job](absl::Status) { ResumeSubmit(job); });
+        queue->OnComplete(drain_to, [this, job](absl::Status status) {
+          ResumeSubmit(job, status);
+        });
       });
       return;
     }
@@ -272,13 +279,15 @@ void CommandPath::ContinueSubmit(const std::shared_ptr<SubmitJob>& job,
   Report(after, job->done, absl::StatusOr<size_t>(job->commands.size()));
 }
 
-void CommandPath::ResumeSubmit(const std::shared_ptr<SubmitJob>& job) {
+void CommandPath::ResumeSubmit(const std::shared_ptr<SubmitJob>& job,
+                               const absl::Status& drained) {
   Session& s = *job->owner;
   StreamEntry& target = *job->target;
   Deferred after;
   {
     absl::MutexLock lock(&s.mu);
     target.suspended = false;
+    if (!drained.ok()) job->queue_failed = true;
     ReclaimStaging(s, target);
     if (target.closed) {
       DropUnpublishedEvents(s, job->plan);

@@ -34,8 +34,10 @@ inline constexpr size_t kMaxParkedOps = 64;
 // reaches it is suspended until the queue has done half of them (nothing
 // refused, no thread waits; the client's next request is not read until
 // then). It bounds what a queue holds for a client that submits faster than
-// the device runs: frames hrxd queues for an executor's link (which a ping
-// would wait behind), and commands an executor or the CPU queue keeps.
+// the device runs, per stream: frames hrxd queues for an executor's link
+// (which a ping would wait behind), and commands an executor or the CPU
+// queue keeps. A tenant's streams together, or the tenants of the shared
+// executor, can queue a multiple of it on one link.
 inline constexpr backend::Fence kMaxQueueBacklog = 65536;
 // A remote session ends this long after the last call that named it (gRPC
 // does not report a TCP client's disconnection).
@@ -236,7 +238,8 @@ struct WorkTotals {
   PoolStats allocation_pool;  // summed over sessions
   PoolStats staging_pool;     // summed over sessions
   PoolStats upload_staging;   // completed upload staging, summed over streams
-  uint64_t suspended_streams = 0;  // a batch waits at the staging bound
+  uint64_t suspended_streams =
+      0;  // a batch waits at a staging or backlog bound
   uint64_t parked_operations = 0;  // ordered behind such batches
 
   WorkTotals& operator+=(const WorkTotals& other) {

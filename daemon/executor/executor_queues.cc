@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -207,14 +208,21 @@ void ExecutorService::ExitForLostDevice(const absl::Status& why) {
   // ring served here). The failure is on its way to its waiters (through
   // hrxd, or written into the ring): the process ends shortly after, so
   // that hrxd starts a fresh one, and no other executor is touched.
-  std::fprintf(stderr,
-               "hrxd executor: the device context is lost (%s); ending so "
-               "that hrxd starts a fresh executor\n",
-               std::string(why.message()).c_str());
-  std::thread([] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    _exit(4);
-  }).detach();
+  // Runs on the thread that found the fault, under its queue's lock: the
+  // log line and the wait go to a thread of their own (the failure is sent
+  // once that lock is released, well within the wait).
+  try {
+    std::thread([message = std::string(why.message())] {
+      std::fprintf(stderr,
+                   "hrxd executor: the device context is lost (%s); ending "
+                   "so that hrxd starts a fresh executor\n",
+                   message.c_str());
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      _exit(4);
+    }).detach();
+  } catch (const std::system_error&) {
+    _exit(4);  // no thread to wait on: end now (hrxd says it exited)
+  }
 }
 
 bool ExecutorService::MoreRequestsWaiting() const {

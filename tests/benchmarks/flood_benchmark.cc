@@ -8,6 +8,7 @@
 // as root (the clients switch uids).
 //   bazel run -c opt //tests/benchmarks:flood_benchmark --
 //       [--rounds=3000] [--flooders=4]
+#include <grp.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -38,13 +39,15 @@ struct Percentiles {
   double p99 = 0;
 };
 
-// In a child as `uid`: connects, then runs `body`; the child's exit status
-// says whether it worked.
+// In a child as `uid` (no supplementary groups): runs `body`; the child's
+// exit status says whether it worked. -1 if no child could be made.
 template <typename Body>
 pid_t StartClient(uid_t uid, Body body) {
   const pid_t pid = fork();
   if (pid != 0) return pid;
-  if (setgid(uid) != 0 || setuid(uid) != 0) _exit(3);
+  if (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0) {
+    _exit(3);
+  }
   _exit(body() ? 0 : 1);
 }
 
@@ -106,6 +109,10 @@ bool Bystander(const std::string& socket, int rounds, Percentiles* result) {
     return MeasureBystander(socket, rounds, ends[1]);
   });
   close(ends[1]);
+  if (child < 0) {
+    close(ends[0]);
+    return false;
+  }
   const bool read_all = read(ends[0], result, sizeof(*result)) ==
                         static_cast<ssize_t>(sizeof(*result));
   close(ends[0]);
@@ -122,7 +129,8 @@ int main(int argc, char** argv) {
                  "flood_benchmark: run as root (clients switch uids)\n");
     return 1;
   }
-  const int rounds = static_cast<int>(FlagValue(argc, argv, "rounds", 3000));
+  const int rounds =
+      std::max(100, static_cast<int>(FlagValue(argc, argv, "rounds", 3000)));
   const int flooders = static_cast<int>(FlagValue(argc, argv, "flooders", 4));
   const std::string dir = hrx::testing::MakeShortTempDir();
   chmod(dir.c_str(), 0755);  // the clients' uids reach the socket
@@ -153,7 +161,8 @@ int main(int argc, char** argv) {
   }
   std::vector<pid_t> flood;
   for (int i = 0; i < flooders; ++i) {
-    flood.push_back(StartClient(kFlooder, [&] { return Flood(socket); }));
+    const pid_t pid = StartClient(kFlooder, [&] { return Flood(socket); });
+    if (pid > 0) flood.push_back(pid);  // never -1: kill(-1) is everyone
   }
   std::this_thread::sleep_for(std::chrono::seconds(1));  // the flood is on
   const bool measured = Bystander(socket, rounds, &flooded);

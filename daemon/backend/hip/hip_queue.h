@@ -51,17 +51,20 @@ class HipEventPool : public std::enable_shared_from_this<HipEventPool> {
 // any queue sees loses the context for all of them.
 class HipDeviceHealth {
  public:
-  // The first loss runs `on_lost_` (set before the queues exist), outside
-  // mu_ but on the caller's thread, which may hold a queue's lock.
+  // The first loss runs `on_lost_` outside mu_ but on the caller's thread,
+  // which may hold a queue's lock.
   void Lost(const absl::Status& why) {
+    std::function<void(const absl::Status&)> on_lost;
     {
       absl::MutexLock lock(&mu_);
       if (!status_.ok()) return;
       status_ = why;
+      on_lost = on_lost_;
     }
-    if (on_lost_) on_lost_(why);
+    if (on_lost) on_lost(why);
   }
   void SetOnLost(std::function<void(const absl::Status&)> on_lost) {
+    absl::MutexLock lock(&mu_);
     on_lost_ = std::move(on_lost);
   }
   absl::Status status() const {
@@ -72,8 +75,7 @@ class HipDeviceHealth {
  private:
   mutable absl::Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
-  // Written once before any queue can call Lost, read only by Lost.
-  std::function<void(const absl::Status&)> on_lost_;
+  std::function<void(const absl::Status&)> on_lost_ ABSL_GUARDED_BY(mu_);
 };
 
 // Commands between two completion events at most; bounds how long a

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -39,10 +40,12 @@ absl::StatusOr<std::shared_ptr<ExecutorLink>> ExecutorLink::Open(
     shared::UniqueFd socket, std::string tenant, absl::Duration start_limit,
     absl::Duration call_limit, Cause cause) {
   pollfd ready{socket.get(), POLLIN, 0};
+  const absl::Time deadline = absl::Now() + start_limit;
   int waited = 0;
   do {
-    waited = poll(&ready, 1,
-                  static_cast<int>(absl::ToInt64Milliseconds(start_limit)));
+    const absl::Duration left =
+        std::max(deadline - absl::Now(), absl::ZeroDuration());
+    waited = poll(&ready, 1, static_cast<int>(absl::ToInt64Milliseconds(left)));
   } while (waited < 0 && errno == EINTR);
   if (waited == 0) {
     // Still starting: the cause kills it, so its end says nothing of why.

@@ -136,11 +136,6 @@ TEST_F(ExecutorLinkTest, AnUnansweredPingMarksTheExecutorUnresponsive) {
   EXPECT_FALSE(link_->Unresponsive(start + absl::Seconds(3), absl::Seconds(2)));
 }
 
-// A call the executor never answers, made under a lock that a completion
-// callback needs, while the executor reports that completion: the call
-// times out and loses the link, the callback then gets its lock, and the
-// queue hears of the loss. (Losing the link used to wait for the delivery
-// thread, which waited for the lock: neither ever moved.)
 TEST_F(ExecutorLinkTest, AHelloIsAwaitedForTheStartLimitNotTheCallLimit) {
   // A start (the runtime's device context) may take longer than a call may:
   // the hello arrives 300 ms in, past a 50 ms call limit, and is taken.
@@ -178,6 +173,11 @@ TEST_F(ExecutorLinkTest, AHelloIsAwaitedForTheStartLimitNotTheCallLimit) {
   EXPECT_EQ(causes, 1);
 }
 
+// A call the executor never answers, made under a lock that a completion
+// callback needs, while the executor reports that completion: the call
+// times out and loses the link, the callback then gets its lock, and the
+// queue hears of the loss. (Losing the link used to wait for the delivery
+// thread, which waited for the lock: neither ever moved.)
 TEST_F(ExecutorLinkTest, ACallThatTimesOutUnderALockACallbackNeedsEndsNoOne) {
   int ends[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends), 0);

@@ -1,6 +1,7 @@
 #include "daemon/backend/testing/faulty_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 namespace hrx::backend::testing {
@@ -157,20 +158,29 @@ void FaultyBackend::FailCompletions(absl::Status status) {
 }
 
 void FaultyBackend::LoseDevice(absl::Status status) {
-  DeviceLostHandler on_lost;
+  std::shared_ptr<DeviceLostHandler> on_lost;
   {
     absl::MutexLock lock(&mu_);
     if (!faults_.lost.ok()) return;
     faults_.lost = status;
-    on_lost = faults_.on_lost;
+    on_lost = on_lost_;
   }
-  if (on_lost) on_lost(status);
+  if (on_lost != nullptr) (*on_lost)(status);
 }
 
 void FaultyBackend::OnDeviceLost(DeviceLostHandler lost) {
-  absl::MutexLock lock(&mu_);
-  faults_.on_lost = lost;
-  inner_->OnDeviceLost(std::move(lost));
+  // Whichever loss comes first (injected here, or the inner device's) runs
+  // `lost`; the other finds it told.
+  auto told = std::make_shared<std::atomic<bool>>(false);
+  auto once = std::make_shared<DeviceLostHandler>(
+      [told, lost = std::move(lost)](const absl::Status& why) {
+        if (!told->exchange(true)) lost(why);
+      });
+  {
+    absl::MutexLock lock(&mu_);
+    on_lost_ = once;
+  }
+  inner_->OnDeviceLost([once](const absl::Status& why) { (*once)(why); });
 }
 
 size_t FaultyBackend::held_completions() const {

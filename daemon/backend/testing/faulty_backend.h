@@ -69,13 +69,15 @@ class FaultyBackend final : public Backend {
     bool holding = false;
     absl::Status completion_status;  // OK: pass the real status through
     absl::Status lost;               // OK: the device works
-    DeviceLostHandler on_lost;
   };
   Faults faults() const;
   void Forget(FaultyQueue* queue);
 
   const std::unique_ptr<Backend> inner_;
   mutable absl::Mutex mu_;
+  // The OnDeviceLost handler, shared with the inner backend so that a loss
+  // of either (LoseDevice, or the real device's) tells it once.
+  std::shared_ptr<DeviceLostHandler> on_lost_ ABSL_GUARDED_BY(mu_);
   int failing_allocations_ ABSL_GUARDED_BY(mu_) = 0;
   size_t allocations_ ABSL_GUARDED_BY(mu_) = 0;
   size_t zeroed_allocations_ ABSL_GUARDED_BY(mu_) = 0;
