@@ -95,8 +95,13 @@ void ExecutorService::Serve() {
         pong.set_ring_stall_ms(static_cast<uint64_t>(
             absl::ToInt64Milliseconds(sessions_->LongestStall(absl::Now()))));
         for (auto& held : sessions_->Held()) *pong.add_held() = std::move(held);
-        Reply(request.id(), absl::OkStatus(), std::move(pong), {},
-              /*with_work=*/false);
+        pong.set_id(request.id());
+        pong.set_bytes_in_use(backend_.bytes_in_use());
+        wire::Event event;
+        *event.mutable_reply() = std::move(pong);
+        // Ahead of queued events (read data, progress): hrxd judges this
+        // process by how soon its pong comes.
+        writer_.SendFirst(event);
         continue;
       }
       // The descriptor a request carries is taken here, in frame order

@@ -286,7 +286,7 @@ void ExecutorLink::Ping(absl::Time now, absl::Duration interval) {
     ping.set_id(ping_id_);
   }
   ping.mutable_ping();
-  Post(ping);
+  writer_.SendFirst(ping);  // never behind work the executor has not read
 }
 
 bool ExecutorLink::Unresponsive(absl::Time now, absl::Duration limit) const {

@@ -21,15 +21,29 @@ FrameWriter::~FrameWriter() {
   thread_.join();
 }
 
-void FrameWriter::Send(const google::protobuf::MessageLite& message,
-                       shared::UniqueFd fd) {
+FrameWriter::Frame FrameWriter::Encode(
+    const google::protobuf::MessageLite& message) {
   Frame frame;
   const uint32_t size = static_cast<uint32_t>(message.ByteSizeLong());
   frame.bytes.resize(sizeof(size) + size);
   std::memcpy(frame.bytes.data(), &size, sizeof(size));
   message.SerializeWithCachedSizesToArray(
       reinterpret_cast<uint8_t*>(frame.bytes.data() + sizeof(size)));
+  return frame;
+}
+
+void FrameWriter::Send(const google::protobuf::MessageLite& message,
+                       shared::UniqueFd fd) {
+  Frame frame = Encode(message);
   frame.fd = std::move(fd);
+  Enqueue(std::move(frame), /*first=*/false);
+}
+
+void FrameWriter::SendFirst(const google::protobuf::MessageLite& message) {
+  Enqueue(Encode(message), /*first=*/true);
+}
+
+void FrameWriter::Enqueue(Frame frame, bool first) {
   absl::MutexLock lock(&mu_);
   if (!healthy_) return;
   // Nothing ahead of it: written from here if the socket takes it now,
@@ -49,7 +63,12 @@ void FrameWriter::Send(const google::protobuf::MessageLite& message,
     return;
   }
   queued_bytes_ += frame.bytes.size();
-  queue_.push_back(std::move(frame));
+  // The frame being written is off the queue: the front is the next.
+  if (first) {
+    queue_.push_front(std::move(frame));
+  } else {
+    queue_.push_back(std::move(frame));
+  }
 }
 
 bool FrameWriter::healthy() const {
@@ -59,7 +78,7 @@ bool FrameWriter::healthy() const {
 
 void FrameWriter::Run() {
   while (true) {
-    std::deque<Frame> batch;
+    Frame frame;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -67,20 +86,16 @@ void FrameWriter::Run() {
       };
       mu_.Await(absl::Condition(&ready));
       if (queue_.empty()) return;  // stopping, all sent
-      batch.swap(queue_);
-      writing_ = true;  // Send queues behind this batch meanwhile
+      // One frame at a time, so that SendFirst's frame goes next.
+      frame = std::move(queue_.front());
+      queue_.pop_front();
+      writing_ = true;  // Send queues behind this frame meanwhile
     }
-    bool healthy = true;
-    size_t batch_bytes = 0;
-    for (Frame& frame : batch) batch_bytes += frame.bytes.size();
-    for (Frame& frame : batch) {
-      if (Write(frame, 0)) continue;
-      healthy = false;
-      break;
-    }
+    const size_t frame_bytes = frame.bytes.size();
+    const bool healthy = Write(frame, 0);
     absl::MutexLock lock(&mu_);
     writing_ = false;
-    queued_bytes_ -= std::min(queued_bytes_, batch_bytes);
+    queued_bytes_ -= std::min(queued_bytes_, frame_bytes);
     if (!healthy) {
       healthy_ = false;
       queue_.clear();

@@ -42,6 +42,9 @@ class FrameWriter {
   // Queues `message` (and `fd`, sent with it and then closed here).
   void Send(const google::protobuf::MessageLite& message,
             shared::UniqueFd fd = shared::UniqueFd());
+  // As Send, but ahead of every frame not yet begun: a liveness ping (or its
+  // answer) must not wait behind a backlog of work the peer has not read.
+  void SendFirst(const google::protobuf::MessageLite& message);
   // False once a send failed (the peer is gone) or the peer left more than
   // kMaxQueuedFrameBytes unread; later frames are dropped.
   bool healthy() const;
@@ -52,6 +55,10 @@ class FrameWriter {
     shared::UniqueFd fd;
     size_t sent = 0;  // bytes already written (the fd with the first)
   };
+  // Frames of a message (length prefix, then its bytes).
+  static Frame Encode(const google::protobuf::MessageLite& message);
+  // Queues `frame` at the back, or `first`, unless it was written at once.
+  void Enqueue(Frame frame, bool first);
   void Run();
   // Writes the rest of `frame` with sendmsg `flags`; false when the socket
   // failed (with MSG_DONTWAIT, a full socket is not a failure: frame.sent
@@ -63,8 +70,8 @@ class FrameWriter {
   std::deque<Frame> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool healthy_ ABSL_GUARDED_BY(mu_) = true;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;     // the thread has a batch out
-  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // queued or in a batch
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;     // the thread has a frame out
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // queued or being written
   std::thread thread_;
 };
 
