@@ -84,6 +84,12 @@ ABSL_FLAG(int64_t, executor_watchdog_ms, 30000,
 ABSL_FLAG(int64_t, executor_hang_ms, 10000,
           "an executor that does not answer hrxd's ping this long (stopped, "
           "or its main thread stuck) is killed; at most the watchdog");
+ABSL_FLAG(double, tenant_calls_per_second,
+          hrx::daemon::kDefaultTenantCallsPerSecond,
+          "unary calls a second each tenant's calls run at, at most (a "
+          "second's worth at once); faster callers wait on their own lane, "
+          "so a tenant's call flood takes a bounded share of the machine; 0: "
+          "unpaced");
 ABSL_FLAG(std::string, socket_mode, "0660",
           "the socket's permission bits, octal (0666 lets every local user "
           "connect; identity still comes from the kernel)");
@@ -140,6 +146,8 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_executor_uid_lease_file);
   options.executor_watchdog_ms = absl::GetFlag(FLAGS_executor_watchdog_ms);
   options.executor_hang_ms = absl::GetFlag(FLAGS_executor_hang_ms);
+  options.tenant_calls_per_second =
+      absl::GetFlag(FLAGS_tenant_calls_per_second);
   options.executor_cgroups = absl::GetFlag(FLAGS_executor_cgroups);
   options.executor_memory_bytes = absl::GetFlag(FLAGS_executor_memory_mb) << 20;
   options.tenant_executors_memory_bytes =

@@ -32,6 +32,7 @@
 #include "daemon/metrics.h"
 #include "daemon/notify.h"
 #include "daemon/server/bound_sockets.h"
+#include "daemon/server/call_lanes.h"
 #include "daemon/server/server.h"
 #include "daemon/socket_guard.h"
 #include "shared/bytes.h"
@@ -296,6 +297,15 @@ absl::Status Run(const DaemonOptions& options) {
 
   HRX_RETURN_IF_ERROR(InitLogging(options.log_level));
   auto log = Logger("daemon");
+  if (options.tenant_calls_per_second < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--tenant_calls_per_second=%g is negative. Fix: give a rate of 0 "
+        "(unpaced) or more.",
+        options.tenant_calls_per_second));
+  }
+  // Before any call: a lane keeps the pace it was made with.
+  CallLanes::ForServer().SetPace(options.tenant_calls_per_second,
+                                 options.tenant_calls_per_second);
   RaiseOpenFileLimit(*log);
   Notifier notifier;
   if (options.queue_count == 0) {

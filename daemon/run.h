@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "daemon/executor/uid_leases.h"
+#include "daemon/server/call_pacer.h"
 
 namespace hrx::daemon {
 
@@ -48,6 +49,8 @@ struct DaemonOptions {
   std::string executor_uid_lease_file = executor::kDefaultUidLeaseFile;
   int64_t executor_watchdog_ms = 30000;  // no progress this long: killed
   int64_t executor_hang_ms = 10000;      // no ping answer this long: killed
+  // Each tenant's unary calls a second (call_pacer.h); 0: unpaced.
+  double tenant_calls_per_second = kDefaultTenantCallsPerSecond;
   // Each executor in a control group of its own (ExecutorCgroups).
   bool executor_cgroups = true;
   uint64_t executor_memory_bytes = 0;  // a tenant's own; 0: a quarter

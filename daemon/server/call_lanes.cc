@@ -18,10 +18,17 @@ CallLanes::~CallLanes() {
   mu_.Await(absl::Condition(&ended));
 }
 
-CallLanes::Admitted CallLanes::Run(const std::string& lane,
-                                   std::function<void()> work) {
+void CallLanes::SetPace(double calls_per_second, double burst) {
   absl::MutexLock lock(&mu_);
-  Lane& target = lanes_[lane];
+  calls_per_second_ = calls_per_second;
+  burst_ = burst;
+}
+
+CallLanes::Admitted CallLanes::Run(const std::string& lane,
+                                   std::function<void()> work, bool paced) {
+  absl::MutexLock lock(&mu_);
+  Lane& target =
+      lanes_.try_emplace(lane, calls_per_second_, burst_).first->second;
   if (target.queued.size() >= kMaxLaneQueuedCalls) return Admitted::kLaneFull;
   const bool start = target.idle <= target.queued.size() &&
                      target.threads < kLaneThreads &&
@@ -30,7 +37,7 @@ CallLanes::Admitted CallLanes::Run(const std::string& lane,
     if (target.queued.empty()) lanes_.erase(lane);
     return Admitted::kNoThread;  // no thread of its own, none to be had
   }
-  target.queued.push_back(std::move(work));
+  target.queued.push_back(Call{std::move(work), paced});
   if (start) {
     try {
       std::thread([this, lane] { Serve(lane); }).detach();
@@ -71,7 +78,18 @@ void CallLanes::Serve(std::string name) {
         return;
       }
     }
-    std::function<void()> work = std::move(lane.queued.front());
+    if (lane.queued.front().paced) {
+      // Past its pace the lane rests (only its own threads wait), then
+      // looks again: another of its threads may have run the call.
+      const absl::Duration wait = lane.pacer.Take(absl::Now());
+      if (wait > absl::ZeroDuration()) {
+        mu_.Unlock();
+        absl::SleepFor(wait);
+        mu_.Lock();
+        continue;
+      }
+    }
+    std::function<void()> work = std::move(lane.queued.front().work);
     lane.queued.pop_front();
     mu_.Unlock();
     work();

@@ -89,5 +89,27 @@ TEST(CallLanesTest, PastTheTotalOfThreadsANewLaneIsTurnedBack) {
   WaitFor([&] { return lanes.threads() == 0; });
 }
 
+TEST(CallLanesTest, CallsPastTheirLanesPaceWaitThereAndHoldUpNoOtherLane) {
+  CallLanes lanes(absl::Milliseconds(50));
+  lanes.SetPace(/*calls_per_second=*/20, /*burst=*/1);
+  std::atomic<int> ran{0};
+  // Five calls of one caller: one at once, the rest 50 ms apart, on its
+  // own lane; none refused.
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_QUEUED(lanes.Run("uid:1", [&ran] { ran.fetch_add(1); }));
+  }
+  // Another caller's call has a pace of its own.
+  absl::Notification other;
+  ASSERT_QUEUED(lanes.Run("uid:2", [&other] { other.Notify(); }));
+  EXPECT_TRUE(other.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  // An unpaced call (a stream's message) still waits its turn in the lane.
+  absl::Notification unpaced;
+  ASSERT_QUEUED(lanes.Run(
+      "uid:1", [&unpaced] { unpaced.Notify(); }, /*paced=*/false));
+  WaitFor([&] { return ran.load() == 5; });
+  EXPECT_TRUE(unpaced.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  WaitFor([&] { return lanes.threads() == 0; });
+}
+
 }  // namespace
 }  // namespace hrx::daemon

@@ -26,9 +26,9 @@ void StreamReactor::OnReadDone(bool ok) {
   // Safe to hand on: until this request is handled no read is pending, so
   // the conversation cannot end (and OnDone cannot come) before it is.
   const CallLanes::Admitted admitted =
-      lane_.empty()
-          ? CallLanes::Admitted::kNoThread
-          : CallLanes::ForServer().Run(lane_, [this] { HandleRead(); });
+      lane_.empty() ? CallLanes::Admitted::kNoThread
+                    : CallLanes::ForServer().Run(
+                          lane_, [this] { HandleRead(); }, /*paced=*/false);
   if (admitted == CallLanes::Admitted::kLaneFull) {
     // Refused like a malformed request: at the stream's next sync point
     // (or, before it is open, as the call's end).
